@@ -1,0 +1,109 @@
+"""The bidirectional language model of ELMo: token encoder + two LSTM stacks, L+1 layer outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ner_app.bilm.char_cnn import TokenEncoder, masked_positions
+from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS
+from ner_app.bilm.lstm import ElmoLstm
+
+
+class BiLMOutput(NamedTuple):
+    """L+1 layers (B, T+2, 2P) with <S>/</S> included, and the mask (B, T+2) bool."""
+
+    layers: list[torch.Tensor]
+    mask: torch.Tensor
+
+
+def add_sentence_boundaries(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T, 50) -> ids (B, T+2, 50) with <S> at 0 and </S> at len+1 of every row, and mask (B, T+2)."""
+    batch, steps, width = char_ids.shape
+    lengths = masked_positions(char_ids).sum(dim=1)  # (B,)
+    ids = char_ids.new_zeros(batch, steps + 2, width)
+    ids[:, 1 : steps + 1] = char_ids
+    ids[:, 0] = torch.tensor(BOS_IDS, device=char_ids.device)
+    ids[torch.arange(batch, device=char_ids.device), lengths + 1] = torch.tensor(
+        EOS_IDS, device=char_ids.device
+    )
+    return ids, masked_positions(ids)
+
+
+def remove_sentence_boundaries(tensor: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T+2, D), mask (B, T+2) -> (B, T, D) without <S>/</S>, zero at padded positions, and mask (B, T)."""
+    lengths = mask.sum(dim=1) - 2  # (B,)
+    steps = tensor.shape[1] - 2
+    new_mask = torch.arange(steps, device=mask.device)[None, :] < lengths[:, None]  # (B, T)
+    return tensor[:, 1:-1] * new_mask[:, :, None].to(tensor.dtype), new_mask
+
+
+class BidirectionalLM(nn.Module):
+    """ELMo's biLM (Peters et al. 2018, section 3.1): a character-CNN token encoder under two LSTM stacks.
+
+    ``forward`` adds the sentence boundaries itself and returns all L+1 layers: layer 0 is the token
+    representation duplicated [e; e], layer j is [forward_j; backward_j]. Padded positions are exactly 0.
+    """
+
+    def __init__(
+        self,
+        char_dim: int,
+        filters: Sequence[Sequence[int]],
+        n_highway: int,
+        lstm_dim: int,
+        projection_dim: int,
+        n_layers: int,
+        cell_clip: float | None,
+        proj_clip: float | None,
+        use_skip_connections: bool,
+        activation: str = "relu",
+        stateful: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.token_encoder = TokenEncoder(char_dim, filters, n_highway, projection_dim, activation)
+        self.lstm = ElmoLstm(
+            projection_dim, lstm_dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections,
+            stateful=stateful, dropout=dropout,
+        )  # fmt: skip
+        self.projection_dim = projection_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of output layers, L+1."""
+        return self.lstm.n_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """Size of every output layer, 2P."""
+        return 2 * self.projection_dim
+
+    @property
+    def stateful(self) -> bool:
+        return self.lstm.stateful
+
+    @stateful.setter
+    def stateful(self, value: bool) -> None:
+        self.lstm.stateful = value
+        self.lstm.reset_states()
+
+    def reset_states(self) -> None:
+        """Forget the state carried between calls (stateful mode)."""
+        self.lstm.reset_states()
+
+    def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
+        """char_ids (B, T, 50) without boundaries -> BiLMOutput with layers (B, T+2, 2P)."""
+        ids, mask = add_sentence_boundaries(char_ids)  # (B, T+2, 50), (B, T+2)
+        embeddings = ids.new_zeros(*mask.shape, self.projection_dim, dtype=torch.float)  # (B, T+2, P)
+        encoded = self.token_encoder(ids[mask])  # (N, P)
+        embeddings = embeddings.to(encoded.dtype).masked_scatter(mask[:, :, None], encoded)
+        return self.forward_embeddings(embeddings, mask)
+
+    def forward_embeddings(self, embeddings: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
+        """Token representations (B, T+2, P) with boundaries, mask (B, T+2) -> BiLMOutput."""
+        layers = self.lstm(embeddings, mask)
+        layer0 = torch.cat([embeddings, embeddings], dim=-1) * mask[:, :, None].to(embeddings.dtype)
+        return BiLMOutput([layer0, *layers], mask)

@@ -1,0 +1,96 @@
+"""The biLM's context-independent token encoder (elmo_reference.md section 2).
+
+char ids (N, 50) -> CharCNN -> Highway -> linear projection -> token representation (N, P).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
+
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
+
+
+class CharCNN(nn.Module):
+    """Character embeddings, one 1-D convolution per filter width, max over positions, then activation."""
+
+    def __init__(self, char_dim: int, filters: Sequence[Sequence[int]], activation: str = "relu") -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, found {activation!r}")
+        # Row 0 is the "no character" padding id and stays zero: it is not stored in the weight file.
+        self.char_embed = nn.Embedding(N_CHARACTERS, char_dim, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, count, width) for width, count in filters)
+        self.activation = activation
+        self.output_dim = sum(count for _, count in filters)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (N, 50) long -> features (N, F)."""
+        x = self.char_embed(char_ids).transpose(1, 2)  # (N, d, 50)
+        act = _ACTIVATIONS[self.activation]
+        # Max over positions first, then the activation, as the reference does.
+        return torch.cat([act(conv(x).amax(dim=-1)) for conv in self.convs], dim=-1)  # (N, F)
+
+
+class Highway(nn.Module):
+    """Highway layers (Srivastava et al. 2015): y = g * relu(x W_t + b_t) + (1 - g) * x, g = sigmoid(x W_c + b_c)."""
+
+    def __init__(self, dim: int, n_layers: int) -> None:
+        super().__init__()
+        # One matmul per layer: output rows [transform; carry].
+        self.layers = nn.ModuleList(nn.Linear(dim, 2 * dim) for _ in range(n_layers))
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, F) -> (N, F)."""
+        for layer in self.layers:
+            transform, carry = layer(x).split(self.dim, dim=-1)
+            gate = torch.sigmoid(carry)
+            x = gate * torch.relu(transform) + (1 - gate) * x
+        return x
+
+
+class TokenEncoder(nn.Module):
+    """CharCNN + Highway + projection to the LSTM's projection size P."""
+
+    def __init__(
+        self,
+        char_dim: int,
+        filters: Sequence[Sequence[int]],
+        n_highway: int,
+        projection_dim: int,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.char_cnn = CharCNN(char_dim, filters, activation)
+        self.highway = Highway(self.char_cnn.output_dim, n_highway)
+        self.projection = nn.Linear(self.char_cnn.output_dim, projection_dim)
+        self.output_dim = projection_dim
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids (N, 50) -> token representations (N, P); computed once per distinct token."""
+        if char_ids.shape[-1] != MAX_CHARS:
+            raise ValueError(f"expected {MAX_CHARS} character ids per token, found {char_ids.shape[-1]}")
+        # Sentences repeat words ("the", ",", "."): encode each distinct id row once and scatter back.
+        unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)  # (U, 50), (N,)
+        return self._encode(unique)[inverse]
+
+    def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
+        return self.projection(self.highway(self.char_cnn(char_ids)))
+
+    def embed_all(self, char_ids: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
+        """Encode many tokens (N, 50) in chunks, e.g. a whole vocabulary; returns (N, P)."""
+        chunks = [self._encode(char_ids[i : i + batch_size]) for i in range(0, len(char_ids), batch_size)]
+        return torch.cat(chunks) if chunks else char_ids.new_zeros(0, self.output_dim, dtype=torch.float)
+
+
+def masked_positions(char_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T, 50) char ids -> (B, T) bool: a position is a token when any of its ids is > 0."""
+    return (char_ids > 0).any(dim=-1)
+
+
+__all__ = ["CharCNN", "Highway", "TokenEncoder", "masked_positions"]

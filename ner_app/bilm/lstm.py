@@ -1,0 +1,196 @@
+"""The biLM's LSTMs (elmo_reference.md sections 3-5): LSTM cells with projection, two direction stacks."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
+
+
+class LstmCellWithProjection(nn.Module):
+    """One direction of one layer: an LSTM whose output is projected (Sak et al. 2014) and clipped.
+
+    Gate blocks are kept in TF order (i, j, f, o) so the weight file needs no reordering. The bias holds the
+    file's ``B``; the constant ``forget_bias`` is added at run time, as TF's LSTMCell does.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        cell_size: int,
+        projection_size: int,
+        cell_clip: float | None,
+        proj_clip: float | None,
+        forget_bias: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.input_size, self.cell_size, self.projection_size = input_size, cell_size, projection_size
+        self.cell_clip, self.proj_clip, self.forget_bias = cell_clip, proj_clip, forget_bias
+        self.input_linearity = nn.Linear(input_size, 4 * cell_size)  # x_t part of W_0, and B
+        self.state_linearity = nn.Linear(projection_size, 4 * cell_size, bias=False)  # h_{t-1} part of W_0
+        self.projection = nn.Linear(cell_size, projection_size, bias=False)  # W_P_0
+
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: list[int], state: State
+    ) -> tuple[torch.Tensor, State]:
+        """Run over a packed sequence.
+
+        inputs (N, I): time-major packed rows (all rows of step 0, then step 1, ...), rows sorted by length
+        so that step t uses the first ``batch_sizes[t]`` rows. state: h (B, P), c (B, C) in the same row
+        order. Returns outputs (N, P) in the packed layout and the final state of every row (a row's final
+        state is the one after its own last step).
+        """
+        c_size = self.cell_size
+        bias = self.input_linearity.bias.clone()
+        bias[2 * c_size : 3 * c_size] += self.forget_bias  # TF adds forget_bias to the f block
+        # One large matmul for every step's input part, instead of one small one per step.
+        projected_inputs = F.linear(inputs, self.input_linearity.weight, bias)  # (N, 4C)
+        recurrent = self.state_linearity.weight.t()  # (P, 4C)
+        h, c = state
+        outputs = []
+        offset = 0
+        for n in batch_sizes:
+            z = torch.addmm(projected_inputs[offset : offset + n], h[:n], recurrent)  # (n, 4C)
+            offset += n
+            gates = torch.sigmoid(z)  # i, j, f, o; the j block is replaced by tanh below
+            i, f, o = gates[:, :c_size], gates[:, 2 * c_size : 3 * c_size], gates[:, 3 * c_size :]
+            cell = f * c[:n] + i * torch.tanh(z[:, c_size : 2 * c_size])  # (n, C)
+            if self.cell_clip is not None:
+                cell = cell.clamp(-self.cell_clip, self.cell_clip)  # the clipped cell is carried
+            out = self.projection(o * torch.tanh(cell))  # (n, P)
+            if self.proj_clip is not None:
+                out = out.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(out)
+            # Rows past their end keep their state; out-of-place so autograd can train this cell too.
+            if n == h.shape[0]:
+                h, c = out, cell
+            else:
+                h, c = torch.cat([out, h[n:]]), torch.cat([cell, c[n:]])
+        packed = torch.cat(outputs) if outputs else inputs.new_zeros(0, self.projection_size)
+        return packed, (h, c)
+
+
+def reverse_within_length(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """x (B, T, D) -> each row reversed within its own length; padded positions stay where they are."""
+    steps = torch.arange(x.shape[1], device=x.device)  # (T,)
+    lengths = lengths.to(x.device)[:, None]  # (B, 1)
+    index = torch.where(steps < lengths, lengths - 1 - steps, steps)  # (B, T)
+    return x.gather(1, index[:, :, None].expand_as(x))
+
+
+class ElmoLstm(nn.Module):
+    """Two independent stacks of ``LstmCellWithProjection``: forward, and backward over reversed rows.
+
+    Stateless (default): every call starts from zero state, so a sentence gives the same outputs alone or in
+    any batch. Stateful: the final (h, c) of every row is the initial state of the same row in the next
+    call, exactly as the reference implementation does.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        cell_size: int,
+        projection_size: int,
+        n_layers: int,
+        cell_clip: float | None,
+        proj_clip: float | None,
+        use_skip_connections: bool,
+        stateful: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if input_size != projection_size and n_layers > 1 and use_skip_connections:
+            raise ValueError("skip connections need the input size to equal the projection size")
+        self.n_layers, self.use_skip_connections = n_layers, use_skip_connections
+        self.projection_size, self.cell_size = projection_size, cell_size
+        self.stateful, self.dropout = stateful, dropout
+
+        def stack() -> nn.ModuleList:
+            sizes = [input_size] + [projection_size] * (n_layers - 1)
+            return nn.ModuleList(
+                LstmCellWithProjection(size, cell_size, projection_size, cell_clip, proj_clip)
+                for size in sizes
+            )
+
+        self.forward_layers, self.backward_layers = stack(), stack()
+        self._states: list[State] | None = None  # per (direction, layer), rows in the caller's order
+
+    def reset_states(self) -> None:
+        """Forget the carried state (stateful mode)."""
+        self._states = None
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+        """inputs (B, T, I), mask (B, T) bool, left-aligned, every row non-empty.
+
+        Returns L tensors (B, T, 2P): [forward output; backward output] of each layer, 0 at padded positions.
+        """
+        lengths = mask.sum(dim=1).cpu()  # (B,)
+        if bool((lengths == 0).any()):
+            raise ValueError("ElmoLstm needs at least one position per row (the biLM adds <S> and </S>)")
+        batch = inputs.shape[0]
+        initial = self._initial_states(batch, inputs)
+        directions = []
+        finals: list[State] = []
+        for d, layers in enumerate((self.forward_layers, self.backward_layers)):
+            x = inputs if d == 0 else reverse_within_length(inputs, lengths)
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            order, unorder = packed.sorted_indices, packed.unsorted_indices  # (B,), (B,)
+            batch_sizes = packed.batch_sizes.tolist()
+            data = packed.data  # (N, I)
+            outputs = []
+            for layer_index, layer in enumerate(layers):
+                h0, c0 = initial[d * self.n_layers + layer_index]
+                layer_input = F.dropout(data, self.dropout, self.training) if self.dropout else data
+                out, (h, c) = layer(layer_input, batch_sizes, (h0[order], c0[order]))
+                if self.use_skip_connections and layer_index > 0:
+                    out = out + layer_input
+                finals.append((h[unorder], c[unorder]))
+                outputs.append(self._unpack(out, packed, lengths, inputs.shape[1], d == 1))
+                data = out
+            directions.append(outputs)
+        if self.stateful:
+            self._update_states(finals)
+        return [torch.cat([fwd, bwd], dim=-1) for fwd, bwd in zip(*directions, strict=True)]
+
+    @staticmethod
+    def _unpack(
+        data: torch.Tensor, like: PackedSequence, lengths: torch.Tensor, total: int, reverse: bool
+    ) -> torch.Tensor:
+        """Packed (N, P) -> padded (B, T, P) in the caller's row order (reversed back for the backward stack)."""
+        packed = PackedSequence(data, like.batch_sizes, like.sorted_indices, like.unsorted_indices)
+        padded, _ = pad_packed_sequence(packed, batch_first=True, total_length=total)  # (B, T, P)
+        return reverse_within_length(padded, lengths) if reverse else padded
+
+    def _initial_states(self, batch: int, like: torch.Tensor) -> list[State]:
+        """Zero states, or (stateful) the carried ones: row i from the last call's row i, new rows zero."""
+        zeros_h = like.new_zeros(batch, self.projection_size)
+        zeros_c = like.new_zeros(batch, self.cell_size)
+        if not self.stateful or self._states is None:
+            return [(zeros_h, zeros_c)] * (2 * self.n_layers)
+        states = []
+        for h, c in self._states:
+            rows = min(batch, h.shape[0])
+            states.append(
+                (
+                    torch.cat([h[:rows], zeros_h[rows:]]).to(like.dtype),
+                    torch.cat([c[:rows], zeros_c[rows:]]).to(like.dtype),
+                )
+            )
+        return states
+
+    def _update_states(self, finals: list[State]) -> None:
+        """Keep each row's final state; rows beyond this batch keep what they had."""
+        new = [(h.detach().float(), c.detach().float()) for h, c in finals]
+        if self._states is None:
+            self._states = new
+            return
+        merged = []
+        for (old_h, old_c), (h, c) in zip(self._states, new, strict=True):
+            rows = h.shape[0]
+            if old_h.shape[0] > rows:
+                h, c = torch.cat([h, old_h[rows:]]), torch.cat([c, old_c[rows:]])
+            merged.append((h, c))
+        self._states = merged

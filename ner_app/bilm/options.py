@@ -1,0 +1,165 @@
+"""The biLM's ``options.json`` (elmo_reference.md section 7), validated, with exact messages on bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
+
+
+class OptionsError(ValueError):
+    """An options.json that is not valid for the biLM."""
+
+
+@dataclass(frozen=True)
+class BilmOptions:
+    """Architecture of a biLM, exactly the content of a public ``options.json``."""
+
+    char_dim: int
+    filters: tuple[tuple[int, int], ...]
+    n_highway: int
+    activation: str
+    lstm_dim: int
+    projection_dim: int
+    n_layers: int
+    cell_clip: float | None
+    proj_clip: float | None
+    use_skip_connections: bool
+
+    @classmethod
+    def from_dict(cls, options: dict[str, Any], source: str = "options") -> BilmOptions:
+        """Validate a parsed options.json; ``source`` names the file in error messages."""
+
+        def get(section: str, key: str, kinds: tuple[type, ...], default: Any = ...) -> Any:
+            block = options.get(section)
+            if not isinstance(block, dict):
+                raise OptionsError(f"{source}: missing section '{section}' (a JSON object)")
+            if key not in block:
+                if default is ...:
+                    raise OptionsError(f"{source}: missing '{section}.{key}'")
+                return default
+            value = block[key]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                names = " or ".join(k.__name__ for k in kinds)
+                raise OptionsError(f"{source}: '{section}.{key}' must be {names}, found {value!r}")
+            return value
+
+        embedding = get("char_cnn", "embedding", (dict,))
+        if not isinstance(embedding.get("dim"), int):
+            raise OptionsError(f"{source}: missing 'char_cnn.embedding.dim' (an integer)")
+        filters = get("char_cnn", "filters", (list,))
+        if not filters or not all(
+            isinstance(f, list) and len(f) == 2 and all(isinstance(x, int) and x > 0 for x in f)
+            for f in filters
+        ):
+            raise OptionsError(
+                f"{source}: 'char_cnn.filters' must be a list of [width, count] pairs, found {filters!r}"
+            )
+        activation = get("char_cnn", "activation", (str,), "relu")
+        if activation not in ("relu", "tanh"):
+            raise OptionsError(
+                f"{source}: 'char_cnn.activation' must be 'relu' or 'tanh', found {activation!r}"
+            )
+        n_chars = get("char_cnn", "n_characters", (int,), N_CHARACTERS)
+        if n_chars not in (N_CHARACTERS - 1, N_CHARACTERS):  # 261 in training options, 262 in released ones
+            raise OptionsError(f"{source}: 'char_cnn.n_characters' must be 261 or 262, found {n_chars}")
+        max_chars = get("char_cnn", "max_characters_per_token", (int,), MAX_CHARS)
+        if max_chars != MAX_CHARS:
+            raise OptionsError(
+                f"{source}: 'char_cnn.max_characters_per_token' must be {MAX_CHARS}, found {max_chars}"
+            )
+        number = (int, float)
+        clips = [get("lstm", k, number + (type(None),), None) for k in ("cell_clip", "proj_clip")]
+        return cls(
+            char_dim=embedding["dim"],
+            filters=tuple((w, c) for w, c in filters),
+            n_highway=get("char_cnn", "n_highway", (int,)),
+            activation=activation,
+            lstm_dim=get("lstm", "dim", (int,)),
+            projection_dim=get("lstm", "projection_dim", (int,)),
+            n_layers=get("lstm", "n_layers", (int,)),
+            cell_clip=None if clips[0] is None else float(clips[0]),
+            proj_clip=None if clips[1] is None else float(clips[1]),
+            use_skip_connections=get("lstm", "use_skip_connections", (bool,), False),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options.json content, in the layout of the released files."""
+        return {
+            "lstm": {
+                "cell_clip": self.cell_clip,
+                "use_skip_connections": self.use_skip_connections,
+                "n_layers": self.n_layers,
+                "proj_clip": self.proj_clip,
+                "projection_dim": self.projection_dim,
+                "dim": self.lstm_dim,
+            },
+            "char_cnn": {
+                "embedding": {"dim": self.char_dim},
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "n_characters": N_CHARACTERS,
+                "max_characters_per_token": MAX_CHARS,
+                "activation": self.activation,
+            },
+        }
+
+    def build(self, stateful: bool = False, dropout: float = 0.0) -> BidirectionalLM:
+        """A biLM of this architecture with freshly initialised weights."""
+        return BidirectionalLM(
+            char_dim=self.char_dim, filters=self.filters, n_highway=self.n_highway, lstm_dim=self.lstm_dim,
+            projection_dim=self.projection_dim, n_layers=self.n_layers, cell_clip=self.cell_clip,
+            proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
+            activation=self.activation, stateful=stateful, dropout=dropout,
+        )  # fmt: skip
+
+    @classmethod
+    def from_model(cls, bilm: BidirectionalLM) -> BilmOptions:
+        """The options that describe an existing biLM."""
+        enc, lstm = bilm.token_encoder, bilm.lstm
+        cell = lstm.forward_layers[0]
+        return cls(
+            char_dim=enc.char_cnn.char_embed.embedding_dim,
+            filters=tuple((c.kernel_size[0], c.out_channels) for c in enc.char_cnn.convs),
+            n_highway=len(enc.highway.layers),
+            activation=enc.char_cnn.activation,
+            lstm_dim=lstm.cell_size,
+            projection_dim=lstm.projection_size,
+            n_layers=lstm.n_layers,
+            cell_clip=cell.cell_clip,
+            proj_clip=cell.proj_clip,
+            use_skip_connections=lstm.use_skip_connections,
+        )
+
+    def num_parameters(self) -> int:
+        """Parameters of the biLM without the softmax, char padding row included (93,600,864 for the original)."""
+        return sum(p.numel() for p in self.build().parameters())
+
+
+def read_options(path: str | Path) -> BilmOptions:
+    """Parse and validate an options.json."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise OptionsError(f"{path}: cannot read options file: {err.strerror}") from None
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise OptionsError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not isinstance(options, dict):
+        raise OptionsError(
+            f"{path}: expected a JSON object with 'char_cnn' and 'lstm', found {type(options).__name__}"
+        )
+    return BilmOptions.from_dict(options, source=str(path))
+
+
+def write_options(options: BilmOptions, path: str | Path) -> None:
+    """Write options.json (the released files' layout)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,213 @@
+"""Reading and writing the public ELMo weight format (options.json + hdf5) and our own checkpoints.
+
+Every difference between the TF layout of the files and our PyTorch modules lives in ``_layout`` below,
+one line of reason each. Reading validates every dataset and raises ``WeightFileError`` naming the file,
+the dataset, the expected and the found shape, never a raw h5py or torch traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.options import BilmOptions, read_options, write_options
+
+
+class WeightFileError(ValueError):
+    """A weight file that does not fit the options or is not a weight file at all."""
+
+
+# A layout entry: file dataset name, expected file shape, and how to go between file array and module tensor.
+Getter = Callable[[], torch.Tensor]
+Setter = Callable[[np.ndarray], None]
+
+
+def _layout(bilm: BidirectionalLM) -> Iterator[tuple[str, tuple[int, ...], Getter, Setter]]:
+    """Yield (dataset, file shape, read-from-module as file array, write-file-array-into-module)."""
+    enc = bilm.token_encoder
+    emb = enc.char_cnn.char_embed.weight
+
+    def param_setter(param: torch.Tensor, to_module: Callable[[torch.Tensor], torch.Tensor]) -> Setter:
+        def set_(array: np.ndarray) -> None:
+            with torch.no_grad():
+                param.copy_(to_module(torch.from_numpy(np.asarray(array, dtype=np.float32))))
+
+        return set_
+
+    # The file has no row for padding id 0 (always zero), so it holds rows 1..261 only.
+    yield "char_embed", (emb.shape[0] - 1, emb.shape[1]), lambda: emb[1:], param_setter(emb[1:], lambda a: a)
+    for i, conv in enumerate(enc.char_cnn.convs):
+        count, dim, width = conv.weight.shape
+        # TF conv2d kernels are (1, width, in, out); torch Conv1d weights are (out, in, width).
+        yield (f"CNN/W_cnn_{i}", (1, width, dim, count), lambda c=conv: c.weight.permute(2, 1, 0)[None],
+               param_setter(conv.weight, lambda a: a[0].permute(2, 1, 0)))  # fmt: skip
+        yield f"CNN/b_cnn_{i}", (count,), lambda c=conv: c.bias, param_setter(conv.bias, lambda a: a)
+    dim = enc.highway.dim
+    for k, layer in enumerate(enc.highway.layers):
+        for j, part in enumerate(("transform", "carry")):
+            rows = slice(j * dim, (j + 1) * dim)
+            # TF matrices are (in, out), torch Linear is (out, in); we fuse transform and carry in one Linear.
+            yield (f"CNN_high_{k}/W_{part}", (dim, dim), lambda w=layer.weight, r=rows: w[r].t(),
+                   param_setter(layer.weight[rows], lambda a: a.t()))  # fmt: skip
+            yield (f"CNN_high_{k}/b_{part}", (dim,), lambda b=layer.bias, r=rows: b[r],
+                   param_setter(layer.bias[rows], lambda a: a))  # fmt: skip
+    proj = enc.projection
+    # TF matrices are (in, out), torch Linear is (out, in).
+    yield (
+        "CNN_proj/W_proj",
+        tuple(proj.weight.shape[::-1]),
+        lambda: proj.weight.t(),
+        param_setter(proj.weight, lambda a: a.t()),
+    )
+    yield "CNN_proj/b_proj", tuple(proj.bias.shape), lambda: proj.bias, param_setter(proj.bias, lambda a: a)
+    for d, layers in enumerate((bilm.lstm.forward_layers, bilm.lstm.backward_layers)):
+        for lnum, cell in enumerate(layers):
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{lnum}/LSTMCell"
+            w_in, w_state = cell.input_linearity.weight, cell.state_linearity.weight  # (4C, I), (4C, P)
+            n_in = w_in.shape[1]
+            # TF keeps one (I + P, 4C) matrix for [x_t; h_{t-1}]; we split it into input and state parts.
+            yield (f"{prefix}/W_0", (n_in + w_state.shape[1], w_in.shape[0]),
+                   lambda a=w_in, b=w_state: torch.cat([a, b], dim=1).t(), _split_setter(w_in, w_state, n_in))  # fmt: skip
+            # B is stored without TF's forget bias; the cell adds forget_bias at run time, as TF does.
+            bias = cell.input_linearity.bias
+            yield f"{prefix}/B", tuple(bias.shape), lambda b=bias: b, param_setter(bias, lambda a: a)
+            # The projection is (C, P) in TF, (P, C) as a torch Linear.
+            wp = cell.projection.weight
+            yield (
+                f"{prefix}/W_P_0",
+                tuple(wp.shape[::-1]),
+                lambda w=wp: w.t(),
+                param_setter(wp, lambda a: a.t()),
+            )
+
+
+def _split_setter(w_in: torch.Tensor, w_state: torch.Tensor, n_in: int) -> Setter:
+    def set_(array: np.ndarray) -> None:
+        full = torch.from_numpy(np.asarray(array, dtype=np.float32)).t()  # (4C, I + P)
+        with torch.no_grad():
+            w_in.copy_(full[:, :n_in])
+            w_state.copy_(full[:, n_in:])
+
+    return set_
+
+
+def _datasets(f: h5py.File) -> set[str]:
+    names: set[str] = set()
+    f.visititems(lambda name, obj: names.add(name) if isinstance(obj, h5py.Dataset) else None)
+    return names
+
+
+def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
+    """Fill ``bilm`` from a weights hdf5 in the public ELMo layout, checking every dataset first."""
+    path = Path(weights_path)
+    if not path.is_file():
+        raise WeightFileError(f"{path}: no such weight file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise WeightFileError(
+            f"{path}: not an HDF5 file (expected ELMo weights in hdf5 format): {err}"
+        ) from None
+    with f:
+        layout = list(_layout(bilm))
+        expected = {name for name, *_ in layout}
+        extra = sorted(n for n in _datasets(f) - expected if not n.startswith("softmax/"))
+        if extra:
+            raise WeightFileError(
+                f"{path}: dataset '{extra[0]}' is not described by the options (filters, n_highway or n_layers "
+                f"contradict the weights; {len(extra)} unexpected dataset(s))"
+            )
+        for name, shape, _, setter in layout:
+            if name not in f or not isinstance(f[name], h5py.Dataset):
+                raise WeightFileError(f"{path}: missing dataset '{name}' (expected shape {shape})")
+            found = tuple(f[name].shape)
+            if found != shape:
+                raise WeightFileError(
+                    f"{path}: dataset '{name}' has shape {found}, expected {shape} from the options"
+                )
+            if not np.issubdtype(f[name].dtype, np.floating):
+                raise WeightFileError(f"{path}: dataset '{name}' has dtype {f[name].dtype}, expected float32")
+            setter(f[name][...])
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` and move it into place only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
+    """Write ``bilm`` as a weights hdf5 in the public ELMo layout (float32); reading it back is exact."""
+    with atomic_path(weights_path) as tmp, h5py.File(tmp, "w") as f:
+        for name, shape, getter, _ in _layout(bilm):
+            array = getter().detach().float().cpu().contiguous().numpy()
+            assert array.shape == shape, (name, array.shape, shape)
+            f.create_dataset(name, data=array)
+
+
+def load_bilm(options_path: str | Path, weights_path: str | Path, stateful: bool = False) -> BidirectionalLM:
+    """Build a biLM from options.json and fill it from the weights hdf5 (frozen use: call ``.eval()``)."""
+    bilm = read_options(options_path).build(stateful=stateful)
+    load_weights(bilm, weights_path)
+    return bilm
+
+
+def save_bilm(bilm: BidirectionalLM, directory: str | Path) -> tuple[Path, Path]:
+    """Write ``options.json`` and ``weights.hdf5`` into ``directory``; returns both paths."""
+    directory = Path(directory)
+    options_path, weights_path = directory / "options.json", directory / "weights.hdf5"
+    write_options(BilmOptions.from_model(bilm), options_path)
+    save_weights(bilm, weights_path)
+    return options_path, weights_path
+
+
+def save_checkpoint(bilm: BidirectionalLM, path: str | Path) -> None:
+    """Our own single-file checkpoint: safetensors with the options as metadata (loads without pickle)."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
+    metadata = {"format": "ner_app.bilm/1", "options": json.dumps(BilmOptions.from_model(bilm).to_dict())}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+
+
+def load_checkpoint(path: str | Path, stateful: bool = False) -> BidirectionalLM:
+    """Read a checkpoint written by ``save_checkpoint``."""
+    path = Path(path)
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError) as err:
+        raise WeightFileError(f"{path}: not a ner_app biLM checkpoint (safetensors): {err}") from None
+    if metadata.get("format") != "ner_app.bilm/1":
+        raise WeightFileError(
+            f"{path}: metadata 'format' is {metadata.get('format')!r}, expected 'ner_app.bilm/1'"
+        )
+    bilm = BilmOptions.from_dict(json.loads(metadata["options"]), source=str(path)).build(stateful=stateful)
+    missing, unexpected = bilm.load_state_dict(tensors, strict=False)
+    if missing or unexpected:
+        raise WeightFileError(
+            f"{path}: tensors do not fit the options (missing {missing}, unexpected {unexpected})"
+        )
+    return bilm

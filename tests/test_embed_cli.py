@@ -1,0 +1,58 @@
+"""``python -m ner_app embed`` end to end on a tiny biLM written to tmp_path."""
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+from ner_app.__main__ import main
+from ner_app.bilm import batch_to_ids, load_bilm, remove_sentence_boundaries
+
+
+def test_embed_writes_every_layer_per_line(tmp_path, tiny_bilm_files):
+    options, weights = tiny_bilm_files
+    lines = ["The EU rejects German call .", "", "Peter Blackburn", "Zürich 😀 a"] + ["x y"] * 9
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [
+        "embed",
+        "--options",
+        str(options),
+        "--weights",
+        str(weights),
+        "--input",
+        str(tmp_path / "in.txt"),
+    ]
+    assert main([*args, "--output", str(tmp_path / "out.hdf5"), "--batch-size", "4"]) == 0
+    bilm = load_bilm(options, weights).eval()
+    with h5py.File(tmp_path / "out.hdf5", "r") as out:
+        assert sorted(out.keys(), key=int) == [str(i) for i in range(len(lines))]
+        assert out["1"].shape == (3, 0, 12) and out["1"].dtype == np.float32
+        for i, line in enumerate(lines[:4]):
+            tokens = line.split(" ") if line else []
+            with torch.no_grad():
+                result = bilm(batch_to_ids([tokens]))
+            expected = np.stack(
+                [remove_sentence_boundaries(x, result.mask)[0][0].numpy() for x in result.layers]
+            )
+            assert out[str(i)].shape == (3, len(tokens), 12)
+            np.testing.assert_allclose(out[str(i)][...], expected, atol=1e-6, rtol=1e-6)
+
+
+def test_embed_bad_input_is_one_clear_line(tmp_path, tiny_bilm_files):
+    options, weights = tiny_bilm_files
+    (tmp_path / "in.txt").write_bytes(b"fine line\nbad \xff byte\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "ner_app", "embed", "--options", str(options), "--weights", str(weights),
+         "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'in.txt'}:2: not UTF-8 text (byte 4 of the line)"
+    assert not (tmp_path / "o.hdf5").exists()
+
+
+def test_help_lists_commands():
+    result = subprocess.run([sys.executable, "-m", "ner_app", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "embed" in result.stdout
