@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
     )
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         cfg = load_config(args.config, args.overrides)

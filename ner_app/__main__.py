@@ -17,6 +17,50 @@ def _embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from ner_app.export import export_checkpoint
+
+    out = export_checkpoint(args.checkpoint, args.output)
+    print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.predict.predictor import Predictor, predict_conll
+
+    predictor = Predictor.from_export(args.model, device=args.device, batch_size=args.batch_size)
+    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    with source:
+        lines = (line.rstrip("\r\n") for line in source)
+        if args.format == "conll":
+            for line in predict_conll(predictor, lines):
+                print(line)
+        else:
+            for result in predictor.predict_texts(lines):
+                print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+def _pretrain_bilm(args: argparse.Namespace) -> int:
+    import logging
+
+    from ner_app.config import BilmPretrainConfig, load_config
+
+    overrides = [*args.overrides, *([f"train.threads={args.threads}"] if args.threads else [])]
+    cfg = load_config(args.config, overrides, schema=BilmPretrainConfig)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from ner_app.pretrain.run import run_pretraining  # heavy imports after the config is known to be valid
+
+    metrics = run_pretraining(cfg, resume=args.resume)
+    for name, result in metrics["heldout"].items():
+        print(f"{name}: perplexity forward {result['forward']:.2f} backward {result['backward']:.2f} "
+              f"mean {result['mean']:.2f}")  # fmt: skip
+    print(f"{metrics['steps']} steps; biLM written to {cfg.output_dir} (metrics.json)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ner_app", description="ELMo BiLSTM-CRF named-entity tagging."
@@ -39,6 +83,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     embed.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     embed.set_defaults(run=_embed)
+
+    export = commands.add_parser(
+        "export",
+        help="export a train.py checkpoint: safetensors weights, JSON vocabularies and spec, the biLM files",
+        description="Writes DIR/model.safetensors, DIR/tagger.json and DIR/bilm/{options.json,weights.hdf5}; "
+        "loading it runs no pickle.",
+    )
+    export.add_argument("--checkpoint", required=True, help="a checkpoint from RUN/checkpoints/")
+    export.add_argument("--output", required=True, help="the export directory")
+    export.set_defaults(run=_export)
+
+    predict = commands.add_parser(
+        "predict",
+        help="tag raw text (JSON lines with character offsets) or CoNLL tokens with an exported model",
+        description="text: each input line is tokenised like CoNLL-2003 and gives one JSON object "
+        '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
+        "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
+    )
+    predict.add_argument("--model", required=True, help="an export directory")
+    predict.add_argument("--input", required=True, help="a file, or - for standard input")
+    predict.add_argument("--format", default="text", choices=["text", "conll"])
+    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    predict.set_defaults(run=_predict)
+
+    pretrain = commands.add_parser(
+        "pretrain-bilm",
+        help="pretrain a biLM on raw text and export it in the public ELMo format",
+        description="Trains forward and backward LMs with a shared sampled softmax (the bilm-tf recipe), then "
+        "writes options.json, weights.hdf5, softmax.hdf5, vocab.txt and metrics.json into output_dir.",
+    )
+    pretrain.add_argument("--config", required=True, help="a YAML file such as configs/bilm_news.yaml")
+    pretrain.add_argument(
+        "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
+    )
+    pretrain.add_argument("--threads", type=int, help="torch CPU threads (same as train.threads=N)")
+    pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+    pretrain.set_defaults(run=_pretrain_bilm)
     return parser
 
 

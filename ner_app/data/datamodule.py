@@ -78,15 +78,26 @@ def encode_batch(
 class Collator:
     """``collate_fn`` for ``(index, tokens, tags)`` items; a class so that worker processes can pickle it."""
 
-    def __init__(self, word_vocab: Vocab, char_vocab: Vocab, tag_vocab: Vocab, max_word_chars: int) -> None:
+    def __init__(
+        self,
+        word_vocab: Vocab,
+        char_vocab: Vocab,
+        tag_vocab: Vocab,
+        max_word_chars: int,
+        layer_cache: Any = None,
+    ) -> None:
         self.word_vocab, self.char_vocab, self.tag_vocab = word_vocab, char_vocab, tag_vocab
         self.max_word_chars = max_word_chars
+        self.layer_cache = layer_cache  # a LayerCache: the frozen biLM's layers come from disk
 
     def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> dict[str, Any]:
         index, tokens, tags = zip(*items, strict=True)
-        return encode_batch(
+        batch = encode_batch(
             tokens, self.word_vocab, self.char_vocab, tags, self.tag_vocab, index, self.max_word_chars
         )
+        if self.layer_cache is not None:
+            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
+        return batch
 
 
 class LengthBucketSampler(Sampler[list[int]]):
@@ -214,6 +225,7 @@ class ConllDataModule(pl.LightningDataModule):
         self.num_workers, self.seed, self.max_word_chars = num_workers, seed, max_word_chars
         self.max_sentences = max_sentences  # keep the first N sentences of each split (tiny runs)
         self.num_trainable_words = 0  # word ids below this are train words; above, frozen pretrained words
+        self.layer_cache: Any = None  # set to a LayerCache to read the frozen biLM's layers from disk
         self.datasets: Any = None  # datasets.DatasetDict: tokens, tags (original strings), doc
         self.splits: dict[str, Split] = {}
         self.source_scheme: str | None = None
@@ -274,7 +286,9 @@ class ConllDataModule(pl.LightningDataModule):
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,
-            collate_fn=Collator(self.word_vocab, self.char_vocab, self.tag_vocab, self.max_word_chars),
+            collate_fn=Collator(
+                self.word_vocab, self.char_vocab, self.tag_vocab, self.max_word_chars, self.layer_cache
+            ),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -64,23 +62,21 @@ class BiLstmCrfTagger(nn.Module):
         frozen = nn.functional.embedding((words - n).clamp(min=0), self.frozen_word_vectors)
         return torch.where((words >= n)[..., None], frozen, trainable)
 
-    def elmo_representation(
-        self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None
-    ) -> torch.Tensor:
-        """ELMo_k (B, T, 2P), from the biLM or from precomputed layers (B, T+2, 2P) with their mask."""
+    def elmo_representation(self, batch: dict) -> torch.Tensor:
+        """ELMo_k (B, T, 2P): from cached layers when the batch has them (``elmo_layers``, L+1 x (B, T+2, 2P),
+        and ``elmo_mask``), else by running the frozen biLM on ``elmo_chars``."""
         assert self.elmo is not None
-        if elmo_layers is not None:
-            out = self.elmo.mix(elmo_layers, batch["elmo_mask"])
-        else:
-            out = self.elmo(char_ids=batch["elmo_chars"])
-        return out.representations[0]
+        if "elmo_layers" in batch:
+            return self.elmo.mix(batch["elmo_layers"], batch["elmo_mask"]).representations[0]
+        return self.elmo(char_ids=batch["elmo_chars"]).representations[0]
 
-    def emissions(self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
-        """Batch with words (B, T), chars (B, T, W), elmo_chars (B, T, 50), mask (B, T) -> scores (B, T, K)."""
+    def emissions(self, batch: dict) -> torch.Tensor:
+        """Batch with words (B, T), chars (B, T, W), mask (B, T) and elmo_chars (B, T, 50) or cached elmo_layers
+        -> emission scores (B, T, K)."""
         mask = batch["mask"]
         parts = [self.embed_words(batch["words"]), self.char_cnn(batch["chars"])]
         if self.elmo is not None:
-            parts.append(self.elmo_representation(batch, elmo_layers).to(parts[0].dtype))
+            parts.append(self.elmo_representation(batch).to(parts[0].dtype))
         x = self.dropout(torch.cat(parts, dim=-1))  # (B, T, D)
         lengths = mask.sum(dim=1).cpu()
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
@@ -89,16 +85,14 @@ class BiLstmCrfTagger(nn.Module):
         )  # (B, T, 2H)
         return self.output(self.dropout(h))
 
-    def loss(
-        self, batch: dict, l2_coef: float = 0.0, elmo_layers: Sequence[torch.Tensor] | None = None
-    ) -> torch.Tensor:
+    def loss(self, batch: dict, l2_coef: float = 0.0) -> torch.Tensor:
         """Summed negative log-likelihood over the batch plus l2_coef * ||w||^2 on the ELMo mix weights."""
-        nll = -self.crf(self.emissions(batch, elmo_layers), batch["tags"], batch["mask"]).sum()
+        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"]).sum()
         if self.elmo is not None and l2_coef:
             nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
         return nll
 
     @torch.no_grad()
-    def decode(self, batch: dict, elmo_layers: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+    def decode(self, batch: dict) -> torch.Tensor:
         """Viterbi tag ids (B, T), 0 at padded positions."""
-        return self.crf.decode(self.emissions(batch, elmo_layers), batch["mask"])[0]
+        return self.crf.decode(self.emissions(batch), batch["mask"])[0]

@@ -13,6 +13,8 @@ import torch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.training.reports import entity_scores
 
+_BILM = "tagger.elmo.bilm."  # state-dict keys of the frozen biLM
+
 
 class TaggerModule(pl.LightningModule):
     """Trains a tagger with Adam on the summed CRF NLL plus the ELMo mix penalty; logs dev entity F1.
@@ -28,12 +30,14 @@ class TaggerModule(pl.LightningModule):
         dev_gold: Sequence[Sequence[str]],
         lr: float = 1e-3,
         l2_coef: float = 0.1,
+        spec: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.tagger = tagger
         self.decode_tags = decode_tags
         self.dev_gold = [list(t) for t in dev_gold]
         self.lr, self.l2_coef = lr, l2_coef
+        self.spec = spec  # the tagger as plain data (ner_app.export), stored in every checkpoint
         self._dev_predictions: dict[int, list[str]] = {}
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
@@ -61,17 +65,45 @@ class TaggerModule(pl.LightningModule):
         params = [p for p in self.parameters() if p.requires_grad]
         return torch.optim.Adam(params, lr=self.lr)
 
-    # Lightning does not restore RNG state on resume; saving it makes a resumed run equal an uninterrupted one.
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # The frozen biLM is not copied into every checkpoint: the spec records its files and fingerprint.
+        checkpoint["state_dict"] = {
+            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(_BILM)
+        }
+        if self.spec is not None:
+            checkpoint["ner_app"] = self.spec
+        # Lightning does not restore RNG state on resume; saving it makes a resumed run equal an uninterrupted one.
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        # Plain tensors, lists and numbers only, so the checkpoint loads with torch.load(weights_only=True).
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
+            "numpy": [name, keys.tolist(), pos, has_gauss, cached],
+            "python": list(random.getstate()),
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._restore_bilm(checkpoint)
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])
-            np.random.set_state(states["numpy"])
-            random.setstate(states["python"])
+            name, keys, pos, has_gauss, cached = states["numpy"]
+            np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+            version, internal, gauss = states["python"]
+            random.setstate((version, tuple(internal), gauss))
+
+    def _restore_bilm(self, checkpoint: dict[str, Any]) -> None:
+        """Put this module's biLM tensors back into a checkpoint's state dict, after checking they are the same."""
+        if self.tagger.elmo is None:
+            return
+        saved = (checkpoint.get("ner_app") or {}).get("elmo") or {}
+        if self.spec is not None and saved.get("fingerprint") != self.spec["elmo"]["fingerprint"]:
+            raise ValueError("checkpoint was trained with other biLM weights (fingerprints differ)")
+        for key, value in self.state_dict().items():
+            if key.startswith(_BILM):
+                checkpoint["state_dict"][key] = value
+
+    def load_weights(self, path: str) -> None:
+        """Load a checkpoint written by this module (e.g. the best one) into it."""
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        self._restore_bilm(checkpoint)
+        self.load_state_dict(checkpoint["state_dict"])

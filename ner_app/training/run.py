@@ -12,12 +12,14 @@ import torch
 from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.loggers import CSVLogger
 
-from ner_app.bilm.elmo import Elmo
+from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.layer_cache import LayerCache, bilm_fingerprint
 from ner_app.bilm.weights import load_bilm
 from ner_app.config import TrainConfig, save_config
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
-from ner_app.tagger.constraints import allowed_transitions
+from ner_app.export import build_tagger as build_spec_tagger
+from ner_app.export import export_model, make_spec
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.training.callbacks import AtomicModelCheckpoint, ThroughputMonitor
 from ner_app.training.module import TaggerModule
@@ -37,31 +39,44 @@ def build_datamodule(cfg: TrainConfig) -> ConllDataModule:
     return dm
 
 
-def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> BiLstmCrfTagger:
-    """The tagger for this config and data; GloVe-initialised words, ELMo from the configured biLM files."""
+def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger, dict[str, Any]]:
+    """The tagger for this config and data, and its spec; GloVe-initialised words, ELMo from the biLM files."""
     m, e = cfg.model, cfg.elmo
-    elmo = None
+    bilm, elmo_spec = None, None
     if e.enabled:
         if not e.options or not e.weights:
             raise ValueError(
                 "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
             )
-        elmo = Elmo(load_bilm(e.options, e.weights), dropout=e.dropout, do_layer_norm=e.do_layer_norm)
-    tag_names = dm.tag_vocab.itos
+        bilm = load_bilm(e.options, e.weights)
+        elmo_spec = {"options": str(Path(e.options).resolve()), "weights": str(Path(e.weights).resolve()),
+                     "fingerprint": bilm_fingerprint(bilm), "dropout": e.dropout, "do_layer_norm": e.do_layer_norm}  # fmt: skip
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     if glove is not None and m.glove_oov:
         log.info("GloVe adds %d frozen words outside the train vocabulary", dm.extend_word_vocab(glove[0]))
-    tagger = BiLstmCrfTagger(
-        num_words=dm.num_trainable_words, frozen_words=len(dm.word_vocab) - dm.num_trainable_words, num_chars=len(dm.char_vocab), num_tags=len(tag_names), word_dim=m.word_dim,
-        char_dim=m.char_dim, char_filters=m.char_filters, char_width=m.char_width, lstm_hidden=m.lstm_hidden,
-        lstm_layers=m.lstm_layers, dropout=m.dropout, elmo=elmo,
-        allowed=allowed_transitions(tag_names, cfg.data.scheme),
-    )  # fmt: skip
+    sizes = {"word_dim": m.word_dim, "char_dim": m.char_dim, "char_filters": m.char_filters, "char_width": m.char_width,
+             "lstm_hidden": m.lstm_hidden, "lstm_layers": m.lstm_layers, "dropout": m.dropout}  # fmt: skip
+    spec = make_spec(sizes, elmo_spec, dm.word_vocab, dm.num_trainable_words, dm.char_vocab, dm.tag_vocab, dm.scheme,
+                     dm.source_scheme, dm.max_word_chars)  # fmt: skip
+    tagger = build_spec_tagger(spec, bilm)
     if glove is not None:
         weight, coverage = embedding_matrix(dm.word_vocab, glove[0], glove[1], m.word_dim, cfg.seed)
         tagger.init_word_embeddings(weight)
         log.info("GloVe (%s) covers %.1f%% of training tokens", m.glove, 100 * coverage)
-    return tagger
+    return tagger, spec
+
+
+def fill_layer_cache(directory: str, bilm: BidirectionalLM, dm: ConllDataModule) -> LayerCache:
+    """Open (or build) the frozen-layer cache of this biLM and compute every sentence it does not hold yet."""
+    cache = LayerCache.for_bilm(directory, bilm)
+    sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
+    start = time.perf_counter()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
+    bilm.to("cpu")
+    log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
+             directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
+    return cache
 
 
 def choose_precision(cfg: TrainConfig) -> tuple[str, str]:
@@ -124,13 +139,20 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         torch.set_num_threads(cfg.trainer.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = build_datamodule(cfg)
-    tagger = build_tagger(cfg, dm)
+    tagger, spec = build_tagger(cfg, dm)
+    if tagger.elmo is not None and cfg.elmo.cache_dir:
+        dm.layer_cache = fill_layer_cache(cfg.elmo.cache_dir, tagger.elmo.bilm, dm)
 
     def decode_source(ids: torch.Tensor, mask: torch.Tensor) -> list[list[str]]:
         return dm.to_source_scheme(dm.decode_tags(ids, mask))
 
     module = TaggerModule(
-        tagger, decode_source, dm.splits["valid"].source_tags, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef
+        tagger,
+        decode_source,
+        dm.splits["valid"].source_tags,
+        lr=cfg.optim.lr,
+        l2_coef=cfg.elmo.l2_coef,
+        spec=spec,
     )
     accelerator, precision = choose_precision(cfg)
     t = cfg.trainer
@@ -148,7 +170,8 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     )  # fmt: skip
     trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None)
     if best.best_model_path:
-        state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
-        module.load_state_dict(state)
+        module.load_weights(best.best_model_path)
     module.to("cuda" if accelerator == "gpu" else "cpu")
-    return report(module, dm, run_dir)
+    metrics = report(module, dm, run_dir)
+    export_model(module.tagger, spec, run_dir / "export")
+    return metrics

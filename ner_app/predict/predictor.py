@@ -1,0 +1,126 @@
+"""Tagging new text with an exported tagger: batched by length, through the same code path as training."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ner_app.data.datamodule import encode_batch
+from ner_app.data.schemes import convert, entities
+from ner_app.export import load_export, vocabularies
+from ner_app.predict.tokenizer import sentences as split_sentences
+from ner_app.tagger.model import BiLstmCrfTagger
+
+MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
+
+
+class Predictor:
+    """Tags tokenised sentences; returns tags in the training data's original scheme and per-token scores."""
+
+    def __init__(self, tagger: BiLstmCrfTagger, spec: dict[str, Any], batch_size: int = 64) -> None:
+        self.tagger, self.spec, self.batch_size = tagger.eval(), spec, batch_size
+        self.words, self.chars, self.tags = vocabularies(spec)
+        self.scheme, self.source_scheme = spec["scheme"], spec["source_scheme"]
+        self.device = next(tagger.parameters()).device
+
+    @classmethod
+    def from_export(cls, export_dir: str | Path, device: str = "cpu", batch_size: int = 64) -> Predictor:
+        tagger, spec = load_export(export_dir, device)
+        return cls(tagger, spec, batch_size)
+
+    @torch.inference_mode()
+    def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
+        """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order.
+
+        Empty sentences get empty lists; sentences longer than ``MAX_TOKENS`` are tagged in pieces.
+        """
+        pieces: list[tuple[int, list[str]]] = []  # (sentence index, tokens of one piece)
+        for i, sentence in enumerate(sentences):
+            pieces.extend(
+                (i, list(sentence[s : s + MAX_TOKENS])) for s in range(0, len(sentence), MAX_TOKENS)
+            )
+        order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # similar lengths batch together
+        results: dict[int, tuple[list[str], list[float]]] = {}
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            batch = encode_batch([pieces[p][1] for p in chunk], self.words, self.chars,
+                                 max_word_chars=self.spec["max_word_chars"])  # fmt: skip
+            batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            emissions = self.tagger.emissions(batch)
+            paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)
+            marginals = self.tagger.crf.marginals(emissions, batch["mask"])  # (B, T, K)
+            chosen = marginals.gather(-1, paths[..., None])[..., 0].cpu()  # (B, T)
+            for row, p in enumerate(chunk):
+                n = len(pieces[p][1])
+                results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
+        out: list[tuple[list[str], list[float]]] = [([], []) for _ in sentences]
+        for p, (i, _) in enumerate(pieces):  # pieces of a sentence are consecutive and in order
+            out[i][0].extend(results[p][0])
+            out[i][1].extend(results[p][1])
+        return out
+
+    def to_source(self, tags: Sequence[str]) -> list[str]:
+        """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
+        return convert(tags, self.scheme, self.source_scheme)
+
+    def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
+        """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line; offsets index
+        into the line. Lines are processed ``chunk`` at a time so that batches mix sentences across lines."""
+        buffer: list[str] = []
+        for line in lines:
+            buffer.append(line)
+            if len(buffer) == chunk:
+                yield from self._predict_chunk(buffer)
+                buffer = []
+        if buffer:
+            yield from self._predict_chunk(buffer)
+
+    def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
+        per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
+        flat = [sentence for sentences in per_line for sentence in sentences]
+        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat]))
+        for line, sentences in zip(lines, per_line, strict=True):
+            found = []
+            for sentence in sentences:
+                tags, scores = next(tagged)
+                for kind, start, end in entities(tags, self.scheme):
+                    s, e = sentence[start].start, sentence[end - 1].end
+                    score = sum(scores[start:end]) / (end - start)
+                    found.append(
+                        {"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(score, 4)}
+                    )
+            yield {"text": line, "entities": found}
+
+
+def read_conll_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
+    """Group pre-tokenised CoNLL lines into sentences (lists of lines); blank lines and -DOCSTART- separate
+    them and come back as one-line blocks of their own, so the output keeps the input's layout."""
+    block: list[str] = []
+    for line in lines:
+        stripped = line.rstrip("\r\n")
+        if not stripped.strip() or stripped.startswith("-DOCSTART-"):
+            if block:
+                yield block
+                block = []
+            yield [stripped]
+        else:
+            block.append(stripped)
+    if block:
+        yield block
+
+
+def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
+    """Append the predicted tag (original scheme) to every token line; other lines pass through."""
+    blocks = list(read_conll_blocks(lines))
+    is_sentence = [bool(b[0].strip()) and not b[0].startswith("-DOCSTART-") for b in blocks]
+    sentences = [[line.split()[0] for line in b] for b, s in zip(blocks, is_sentence, strict=True) if s]
+    tagged = iter(predictor.tag(sentences))
+    for block, sentence in zip(blocks, is_sentence, strict=True):
+        if not sentence:
+            yield block[0]
+            continue
+        tags = predictor.to_source(next(tagged)[0])
+        yield from (f"{line} {tag}" for line, tag in zip(block, tags, strict=True))
