@@ -109,6 +109,8 @@ class BilmDataConfig:
     )
     vocab_size: int = 50000  # most frequent words kept for the softmax
     max_train_tokens: int | None = None  # truncate the training corpus (tiny runs)
+    shuffle: Literal["sentences", "documents", "none"] = "sentences"  # order of the packed training stream
+    heldout_max_sentences: int | None = None  # final perplexity on the first N sentences of each file only
 
 
 @dataclass
@@ -125,7 +127,7 @@ class BilmModelConfig:
     cell_clip: float = 3.0  # clip LSTM cell values
     proj_clip: float = 3.0  # clip projected outputs
     use_skip_connections: bool = True  # residual connection between LSTM layers
-    dropout: float = 0.1  # dropout between layers
+    dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
 
 
 @dataclass
@@ -139,10 +141,13 @@ class BilmTrainConfig:
     max_steps: int = 10000  # stop after this many optimiser steps
     max_time_minutes: float | None = None  # wall-clock budget; null = none
     log_every_n_steps: int = 50  # logging interval
-    val_every_n_steps: int = 1000  # held-out perplexity interval
+    val_every_n_steps: int = 1000  # held-out perplexity interval (and checkpoint interval)
+    val_max_sentences: int | None = 1000  # periodic validation on the first N sentences of heldout[0]
+    eval_batch_size: int = 64  # sentences per held-out batch
     precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
     accelerator: Accelerator = "auto"  # Lightning accelerator
     threads: int | None = None  # torch CPU threads; null = torch default
+    enable_progress_bar: bool = True  # Lightning progress bar
 
 
 @dataclass

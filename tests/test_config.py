@@ -20,7 +20,9 @@ from ner_app.config import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL_KEYS = "char_dim, char_filters, char_width, dropout, glove, glove_oov, lstm_hidden, lstm_layers, word_dim"
+MODEL_KEYS = (
+    "char_dim, char_filters, char_width, dropout, glove, glove_oov, lstm_hidden, lstm_layers, word_dim"
+)
 
 
 @pytest.fixture(autouse=True)

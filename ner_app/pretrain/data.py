@@ -1,0 +1,271 @@
+"""Training streams and held-out sentences for biLM pretraining.
+
+The training text becomes one token stream (every sentence ``<S> w1 .. wn </S>``, sentences in a seeded
+shuffled order), cut into ``batch_size`` equal contiguous streams, one per batch row, read in windows of
+``unroll_steps`` tokens so that the LSTM state of row i carries over from one window to the next.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids, token_to_ids
+from ner_app.pretrain.vocab import SoftmaxVocab
+
+Shuffle = Literal["sentences", "documents", "none"]
+IGNORE = -1  # target of a position with nothing to predict
+_BOS_TYPE, _EOS_TYPE = 0, 1  # type ids of <S> and </S> in every Corpus
+
+
+@dataclass
+class Corpus:
+    """A tokenised text as type ids: ``tokens`` (N,) int32 with the boundaries of every sentence included.
+
+    ``types[i]`` is the string of type i (0 ``<S>``, 1 ``</S>``), ``offsets`` (n_sentences + 1,) the start of
+    every sentence in ``tokens``, ``documents`` the index of the first sentence of every document.
+    """
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    documents: np.ndarray
+    types: list[str]
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    def counts(self) -> dict[str, int]:
+        """Frequency of every type in the text (the boundaries included)."""
+        return dict(
+            zip(self.types, np.bincount(self.tokens, minlength=len(self.types)).tolist(), strict=True)
+        )
+
+
+def read_corpus(path: str | Path, max_tokens: int | None = None) -> Corpus:
+    """One sentence per line, tokens separated by whitespace; blank lines separate documents.
+
+    Reads line by line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries
+    included). Raises OSError or ValueError with the path in the message.
+    """
+    path = Path(path)
+    index = {BOS_TOKEN: _BOS_TYPE, EOS_TOKEN: _EOS_TYPE}
+    tokens = array("i")
+    offsets, documents = [0], [0]
+    lineno = 0
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                lineno += 1
+                words = line.split()
+                if not words:
+                    if len(offsets) - 1 > documents[-1]:  # the next sentence starts a new document
+                        documents.append(len(offsets) - 1)
+                    continue
+                tokens.append(_BOS_TYPE)
+                tokens.extend([index.setdefault(w, len(index)) for w in words])
+                tokens.append(_EOS_TYPE)
+                offsets.append(len(tokens))
+                if max_tokens is not None and len(tokens) >= max_tokens:
+                    break
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: line {lineno + 1} is not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise OSError(f"{path}: cannot read corpus: {err.strerror or err}") from None
+    if len(offsets) < 2:
+        raise ValueError(f"{path}: no sentences (expected one tokenised sentence per line)")
+    if documents[-1] == len(offsets) - 1:  # trailing blank lines opened a document with no sentence
+        documents.pop()
+    return Corpus(
+        tokens=np.frombuffer(tokens, dtype=np.int32).copy(),
+        offsets=np.asarray(offsets, dtype=np.int64),
+        documents=np.asarray(documents, dtype=np.int64),
+        types=list(index),
+    )
+
+
+def pack(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+    """The whole text as one stream (N,) int32: sentences (or whole documents) in a seeded shuffled order."""
+    n = corpus.num_sentences
+    rng = np.random.default_rng([seed, epoch])
+    if shuffle == "none":
+        return corpus.tokens
+    if shuffle == "sentences":
+        order = rng.permutation(n)
+    else:  # documents keep their sentences in order, so the carried state sees real context
+        bounds = np.append(corpus.documents, n)
+        docs = rng.permutation(len(corpus.documents))
+        order = np.concatenate([np.arange(bounds[d], bounds[d + 1]) for d in docs])
+    starts = corpus.offsets[order]
+    lengths = corpus.offsets[order + 1] - starts
+    out_starts = np.cumsum(lengths) - lengths
+    # Output position j of sentence i reads tokens[starts[i] + j - out_starts[i]].
+    source = np.arange(int(lengths.sum())) + np.repeat(starts - out_starts, lengths)
+    return corpus.tokens[source]
+
+
+class StreamBatches:
+    """The training batches of one corpus: an iterable of dicts, ``len`` windows per epoch.
+
+    Stream i is row i of every batch. The forward LM reads its stream left to right; the backward LM reads the
+    same stream right to left (window k of ``backward`` is the k-th window from the end), so that the state
+    carried from one window to the next continues its own direction and never has seen the next targets.
+    Each direction: ``char_ids`` (B, T, 50) long in text order, ``targets`` (B, T) long softmax ids
+    (forward: the next token, backward: the previous one, ``IGNORE`` where there is none, and for the
+    ``</S> -> <S>`` seams between packed sentences, which are certain), ``mask`` (B, T) bool.
+    Iteration resumes from ``load_state_dict`` (Lightning saves ``state_dict`` in its checkpoints).
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        vocab: SoftmaxVocab,
+        batch_size: int,
+        unroll_steps: int,
+        shuffle: Shuffle = "sentences",
+        seed: int = 0,
+    ) -> None:
+        self.corpus, self.batch_size, self.unroll_steps = corpus, batch_size, unroll_steps
+        self.shuffle, self.seed = shuffle, seed
+        self.stream_length = len(corpus.tokens) // batch_size  # tokens per row; the remainder is dropped
+        if self.stream_length < 2 or unroll_steps < 1:
+            raise ValueError(
+                f"corpus of {len(corpus.tokens)} tokens is too small for batch_size {batch_size} "
+                f"(each of the {batch_size} streams needs at least 2 tokens)"
+            )
+        self.to_softmax = np.array([vocab.id(t) for t in corpus.types], dtype=np.int64)  # type -> softmax row
+        self.char_table = torch.tensor(
+            [token_to_ids(t) for t in corpus.types], dtype=torch.int16
+        )  # (types, 50)
+        self._cache: tuple[int, np.ndarray] | None = None
+        self._epoch, self._start = 0, 0  # where the next iterator begins
+        self._consumed = (0, 0)  # (epoch, next window) after the last batch the model trained on
+
+    def __len__(self) -> int:
+        return -(-self.stream_length // self.unroll_steps)
+
+    def streams(self, epoch: int) -> np.ndarray:
+        """The packed streams of an epoch (B, S) int32, with a -1 sentinel column at both ends: (B, S + 2)."""
+        if self._cache is None or self._cache[0] != epoch:
+            flat = pack(self.corpus, self.shuffle, self.seed, epoch)
+            rows = flat[: self.batch_size * self.stream_length].reshape(self.batch_size, self.stream_length)
+            padded = np.full((self.batch_size, self.stream_length + 2), IGNORE, dtype=np.int32)
+            padded[:, 1:-1] = rows
+            self._cache = (epoch, padded)
+        return self._cache[1]
+
+    def window(self, streams: np.ndarray, start: int, stop: int) -> dict[str, torch.Tensor]:
+        """Columns [start, stop) of every stream, with both directions' targets (in the forward layout)."""
+        ids = streams[:, start + 1 : stop + 1]
+        nxt, prev = streams[:, start + 2 : stop + 2], streams[:, start:stop]
+        forward = np.where((nxt == IGNORE) | (nxt == _BOS_TYPE), IGNORE, self.to_softmax[nxt])
+        backward = np.where((prev == IGNORE) | (prev == _EOS_TYPE), IGNORE, self.to_softmax[prev])
+        type_ids = torch.from_numpy(ids.astype(np.int64))
+        return {
+            "type_ids": type_ids,
+            "char_ids": self.char_table[type_ids].long(),
+            "forward_targets": torch.from_numpy(forward),
+            "backward_targets": torch.from_numpy(backward),
+            "mask": torch.ones(ids.shape, dtype=torch.bool),
+        }
+
+    def batch(self, epoch: int, k: int) -> dict[str, Any]:
+        """Window k of an epoch: forward columns [kT, (k+1)T), backward the k-th T columns from the end."""
+        streams, s, t = self.streams(epoch), self.stream_length, self.unroll_steps
+        fwd = self.window(streams, k * t, min(s, (k + 1) * t))
+        bwd = self.window(streams, max(0, s - (k + 1) * t), s - k * t)
+        return {
+            "forward": {"char_ids": fwd["char_ids"], "targets": fwd["forward_targets"], "mask": fwd["mask"]},
+            "backward": {
+                "char_ids": bwd["char_ids"],
+                "targets": bwd["backward_targets"],
+                "mask": bwd["mask"],
+            },
+            "epoch": epoch,
+            "window": k,
+        }
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        epoch, start = self._epoch, self._start
+        for k in range(start, len(self)):
+            if k == len(self) - 1:  # Lightning ends an epoch by its length, without exhausting the iterator
+                self._epoch, self._start = epoch + 1, 0
+            yield self.batch(epoch, k)
+
+    def mark_consumed(self, epoch: int, window: int) -> None:
+        """Record that the model has trained on ``window`` of ``epoch`` (the checkpointed position)."""
+        self._consumed = (epoch, window + 1)
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(epoch, next window) of the training so far."""
+        return self._consumed
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self._consumed[0], "window": self._consumed[1]}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        epoch, window = int(state["epoch"]), int(state["window"])
+        if window >= len(self):
+            epoch, window = epoch + 1, 0
+        self._epoch, self._start = epoch, window
+        self._consumed = (epoch, window)
+
+
+# ------------------------------------------------------------------------------------- held-out text
+_NER_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+
+
+def read_sentences(path: str | Path) -> list[list[str]]:
+    """Held-out sentences of a text file (one sentence per line) or a CoNLL file (detected).
+
+    CoNLL: lines of >= 2 whitespace columns whose last looks like a NER tag; the token is column 1, sentences
+    end at blank lines, ``-DOCSTART-`` lines are skipped.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
+        raise OSError(f"{path}: cannot read held-out text: {reason}") from None
+    sample = [line.split() for line in lines[:200] if line.strip()]
+    conll = bool(sample) and all(
+        len(cols) >= 2 and (_NER_TAG.match(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample
+    )
+    if not conll:
+        return [line.split() for line in lines if line.strip()]
+    sentences: list[list[str]] = []
+    current: list[str] = []
+    for line in [*lines, ""]:
+        cols = line.split()
+        if not cols or cols[0] == "-DOCSTART-":
+            if current:
+                sentences.append(current)
+            current = []
+        else:
+            current.append(cols[0])
+    return sentences
+
+
+def sentence_batches(
+    sentences: Sequence[Sequence[str]], vocab: SoftmaxVocab, batch_size: int
+) -> list[dict[str, torch.Tensor]]:
+    """Stateless evaluation batches, sentences sorted by length: ``char_ids`` (B, T, 50) without boundaries
+    (the biLM adds them) and ``targets`` (B, T + 2) softmax ids of ``<S> w1 .. wn </S>``, ``IGNORE``-padded.
+    """
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    batches = []
+    for i in range(0, len(order), batch_size):
+        chunk = [list(sentences[j]) for j in order[i : i + batch_size]]
+        targets = torch.full((len(chunk), max(len(s) for s in chunk) + 2), IGNORE, dtype=torch.long)
+        for row, words in enumerate(chunk):
+            targets[row, : len(words) + 2] = torch.tensor(vocab.encode([BOS_TOKEN, *words, EOS_TOKEN]))
+        batches.append({"char_ids": batch_to_ids(chunk), "targets": targets})
+    return batches

@@ -1,0 +1,197 @@
+"""``BilmLanguageModel``: the biLM trained as two language models with one shared softmax (bilm-tf recipe)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ner_app.bilm.lstm import State
+from ner_app.bilm.options import BilmOptions
+from ner_app.pretrain.data import IGNORE
+from ner_app.pretrain.softmax import SampledSoftmaxLoss
+
+
+def run_stack(
+    cells: nn.ModuleList,
+    x: torch.Tensor,
+    states: list[State] | None,
+    dropout: float,
+    skip: bool,
+    training: bool,
+) -> tuple[torch.Tensor, list[State]]:
+    """One direction's LSTM stack over full windows, left to right: x (B, T, P) -> top (B, T, P), final states.
+
+    The same computation as one direction of ``ElmoLstm`` (dropout on every layer input, residual from the
+    second layer on), for rows without padding, so each direction can read its own window and carry its own
+    state. States: per layer h (B, P), c (B, C), or None for zeros; the finals are detached (truncated BPTT).
+    """
+    batch, steps, _ = x.shape
+    data = x.transpose(0, 1).reshape(steps * batch, -1)  # time-major, the cells' packed layout
+    finals = []
+    for index, cell in enumerate(cells):
+        if states is None:
+            state = (x.new_zeros(batch, cell.projection_size), x.new_zeros(batch, cell.cell_size))
+        else:
+            state = (states[index][0].to(x.device, x.dtype), states[index][1].to(x.device, x.dtype))
+        layer_input = F.dropout(data, dropout, training) if dropout else data
+        out, (h, c) = cell(layer_input, [batch] * steps, state)
+        if skip and index > 0:
+            out = out + layer_input
+        finals.append((h.detach().float(), c.detach().float()))
+        data = out
+    return data.view(steps, batch, -1).transpose(0, 1), finals
+
+
+class BilmLanguageModel(pl.LightningModule):
+    """Forward LM predicts token t+1 from the forward top layer, backward LM t-1 from the backward top layer.
+
+    Training batches come from ``StreamBatches``: both directions carry their state across windows of the
+    same row (reset at window 0 of an epoch). Validation batches come from ``sentence_batches`` and run the
+    stateless biLM sentence by sentence with the exact softmax.
+
+    Why not one stateful ``ElmoLstm`` call per window: its backward stack would start each window from the
+    state it ended the previous window with, which has read the token just before this window, the backward
+    target of the window's first position. The model would learn to read that leak. Instead each direction
+    runs its own stack over its own windows (``run_stack``): the backward LM reads the streams right to left,
+    like bilm-tf's separate reversed stream, so its carried state is its true right-hand context.
+    """
+
+    def __init__(
+        self,
+        options: dict[str, Any],
+        vocab_size: int,
+        num_sampled: int,
+        dropout: float = 0.1,
+        optimizer: str = "adagrad",
+        lr: float = 0.2,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.bilm = BilmOptions.from_dict(options).build(stateful=False, dropout=dropout)
+        self.softmax = SampledSoftmaxLoss(vocab_size, self.bilm.projection_dim, num_sampled, seed)
+        self.output_dropout = nn.Dropout(dropout)  # on the top layer, before the softmax
+        self.states: dict[str, list[State] | None] = {"forward": None, "backward": None}
+        self._val: list[float] = [0.0, 0.0, 0.0, 0.0]  # forward NLL sum, count, backward NLL sum, count
+        self._clock: float | None = None
+        self.train_tokens, self.train_seconds = 0, 0.0  # throughput, timed between training batches
+
+    # ------------------------------------------------------------------------------------ training
+    def embed(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """char_ids (B, T, 50), mask (B, T) -> token representations (B, T, P), zero where masked."""
+        encoded = self.bilm.token_encoder(char_ids[mask])  # (N, P), each distinct token encoded once
+        return encoded.new_zeros(*mask.shape, encoded.shape[-1]).masked_scatter(mask[:, :, None], encoded)
+
+    def direction_top(self, direction: str, x: torch.Tensor) -> torch.Tensor:
+        """One direction's window (B, T, P) in text order -> its top layer (B, T, P), its state carried."""
+        lstm = self.bilm.lstm
+        cells = lstm.forward_layers if direction == "forward" else lstm.backward_layers
+        if direction == "backward":
+            x = x.flip(1)  # windows are full, so reversing the time axis is reversing every row
+        top, self.states[direction] = run_stack(
+            cells, x, self.states[direction], lstm.dropout, lstm.use_skip_connections, self.training
+        )
+        return top.flip(1) if direction == "backward" else top
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        if batch["window"] == 0:  # a new epoch packs new streams
+            self.states = {"forward": None, "backward": None}
+        fwd, bwd = batch["forward"], batch["backward"]
+        # Both windows in one encoder call: words they share are encoded once.
+        chars, mask = torch.cat([fwd["char_ids"], bwd["char_ids"]]), torch.cat([fwd["mask"], bwd["mask"]])
+        embedded = self.embed(chars, mask).split(len(fwd["mask"]))
+        inputs = dict(zip(("forward", "backward"), embedded, strict=True))
+        losses = {}
+        for direction in ("forward", "backward"):
+            top = self.output_dropout(self.direction_top(direction, inputs[direction]))
+            targets = batch[direction]["targets"]
+            valid = targets != IGNORE
+            losses[direction] = self.softmax.sampled_loss(top[valid], targets[valid])
+        loss = (losses["forward"] + losses["backward"]) / 2
+        size = len(fwd["mask"])
+        self.log("train_loss", loss, prog_bar=True, batch_size=size)
+        self.log_dict({f"train_loss_{d}": v for d, v in losses.items()}, batch_size=size)
+        if self.train_seconds > 0:
+            speed = self.train_tokens / self.train_seconds
+            self.log("train_tok_per_s", speed, prog_bar=True, batch_size=size)
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: dict[str, Any], batch_idx: int) -> None:
+        now = time.perf_counter()
+        # The first batch (and the first after a validation) only starts the clock.
+        if self._clock is not None:
+            self.train_tokens += int(batch["forward"]["mask"].sum())
+            self.train_seconds += now - self._clock
+        self._clock = now
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        if self.hparams.optimizer == "adagrad":
+            return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr, initial_accumulator_value=1.0)
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["carried_states"] = self.states  # so --resume continues the streams where they were
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.states = checkpoint.get("carried_states", {"forward": None, "backward": None})
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def sentence_nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact NLL of every prediction of a ``sentence_batches`` batch: forward (N_f,), backward (N_b,)."""
+        out = self.bilm(batch["char_ids"])  # stateless: every sentence from zero state
+        top, mask, targets = out.layers[-1], out.mask, batch["targets"]  # (B, T+2, 2P), (B, T+2), (B, T+2)
+        p = self.bilm.projection_dim
+        fwd_valid = mask[:, :-1] & mask[:, 1:]  # position t predicts t+1
+        bwd_valid = mask[:, 1:] & mask[:, :-1]  # position t+1 predicts t
+        fwd = self.softmax.full_nll(top[:, :-1, :p][fwd_valid], targets[:, 1:][fwd_valid])
+        bwd = self.softmax.full_nll(top[:, 1:, p:][bwd_valid], targets[:, :-1][bwd_valid])
+        return fwd, bwd
+
+    def on_validation_epoch_start(self) -> None:
+        self._val = [0.0, 0.0, 0.0, 0.0]
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        fwd, bwd = self.sentence_nll(batch)
+        sums = (fwd.sum().item(), len(fwd), bwd.sum().item(), len(bwd))
+        self._val = [a + b for a, b in zip(self._val, sums, strict=True)]
+
+    def on_validation_epoch_end(self) -> None:
+        fwd_sum, fwd_n, bwd_sum, bwd_n = self._val
+        if fwd_n:
+            ppl = perplexities(fwd_sum / fwd_n, bwd_sum / bwd_n)
+            self.log_dict({f"val_ppl_{k}" if k != "mean" else "val_ppl": v for k, v in ppl.items()})
+        self._clock = None
+
+    @torch.inference_mode()
+    def evaluate(self, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """Exact held-out perplexity of ``sentence_batches``: forward, backward, mean, and the number of predicted tokens per direction."""
+        was_training = self.training
+        self.eval()
+        sums = [0.0, 0.0]
+        count = 0
+        for batch in batches:
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            fwd, bwd = self.sentence_nll(batch)
+            sums[0] += fwd.double().sum().item()
+            sums[1] += bwd.double().sum().item()
+            count += len(fwd)
+        self.train(was_training)
+        if not count:
+            raise ValueError("no held-out sentences to evaluate")
+        return {**perplexities(sums[0] / count, sums[1] / count), "predicted_tokens": count}
+
+
+def perplexities(forward_nll: float, backward_nll: float) -> dict[str, float]:
+    """exp(mean NLL) per direction; the mean is exp of the mean of both NLLs, as bilm-tf reports it."""
+    return {
+        "forward": math.exp(forward_nll),
+        "backward": math.exp(backward_nll),
+        "mean": math.exp((forward_nll + backward_nll) / 2),
+    }

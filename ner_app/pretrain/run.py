@@ -1,0 +1,179 @@
+"""``run_pretraining``: vocabulary, streams, ``BilmLanguageModel`` and a Lightning trainer from a config; then
+the export (options.json, weights.hdf5, softmax.hdf5, vocab.txt) and held-out perplexities (metrics.json).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import CSVLogger
+
+from ner_app.bilm.options import BilmOptions
+from ner_app.bilm.weights import atomic_path, save_bilm
+from ner_app.config import BilmPretrainConfig, save_config
+from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, sentence_batches
+from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.training.callbacks import AtomicModelCheckpoint
+
+log = logging.getLogger("ner_app")
+
+
+class StreamPosition(Callback):
+    """Tells the training streams which window the model has trained on, for the position in checkpoints."""
+
+    def __init__(self, batches: StreamBatches) -> None:
+        self.batches = batches
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+        self.batches.mark_consumed(batch["epoch"], batch["window"])
+
+
+class BatchIterable:
+    """A fixed list of batches as one loader (Lightning would take a plain list for several loaders)."""
+
+    def __init__(self, batches: list[dict[str, torch.Tensor]]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def check_config(cfg: BilmPretrainConfig) -> None:
+    """Reject values that would only fail deep inside training, naming the key."""
+    t, m = cfg.train, cfg.model
+    positive = {
+        "data.vocab_size": cfg.data.vocab_size - 3, "train.batch_size": t.batch_size,
+        "train.unroll_steps": t.unroll_steps, "train.n_negative_samples": t.n_negative_samples,
+        "train.max_steps": t.max_steps, "train.val_every_n_steps": t.val_every_n_steps,
+        "train.eval_batch_size": t.eval_batch_size, "model.n_layers": m.n_layers,
+    }  # fmt: skip
+    for key, value in positive.items():
+        if value < 1:
+            raise ValueError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")
+    if not 0.0 <= m.dropout < 1.0:
+        raise ValueError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
+
+
+def bilm_options(cfg: BilmPretrainConfig) -> BilmOptions:
+    m = cfg.model
+    return BilmOptions(
+        char_dim=m.char_dim, filters=tuple((w, c) for w, c in m.filters), n_highway=m.n_highway,
+        activation=m.activation, lstm_dim=m.lstm_dim, projection_dim=m.projection_dim, n_layers=m.n_layers,
+        cell_clip=m.cell_clip, proj_clip=m.proj_clip, use_skip_connections=m.use_skip_connections,
+    )  # fmt: skip
+
+
+def choose_precision(cfg: BilmPretrainConfig) -> tuple[str, str]:
+    """(accelerator, precision): bf16-mixed on a GPU, 32-bit on CPU, unless the config says otherwise."""
+    t = cfg.train
+    accelerator = (
+        t.accelerator if t.accelerator != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
+    )
+    precision = (
+        t.precision if t.precision != "auto" else ("bf16-mixed" if accelerator == "gpu" else "32-true")
+    )
+    return accelerator, precision
+
+
+def save_softmax(module: BilmLanguageModel, path: Path) -> None:
+    """``softmax.hdf5``: group ``softmax`` with ``W`` (V, P) and ``b`` (V,), float32 (the reference's LM head)."""
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        group = f.create_group("softmax")
+        group.create_dataset("W", data=module.softmax.W.detach().float().cpu().numpy())
+        group.create_dataset("b", data=module.softmax.b.detach().float().cpu().numpy())
+
+
+def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Pretrain the biLM of ``cfg``; write the exports and metrics.json into ``output_dir``; return the metrics."""
+    check_config(cfg)
+    run_dir = Path(cfg.output_dir)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last.is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint at {last}")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    # Read every input before training, so that a bad held-out path fails now and not after hours.
+    corpus = read_corpus(cfg.data.train, cfg.data.max_train_tokens)
+    heldout = {path: read_sentences(path)[: cfg.data.heldout_max_sentences] for path in cfg.data.heldout}
+    vocab_path = run_dir / "vocab.txt"
+    if resume and vocab_path.is_file():  # the softmax rows of the checkpoint follow this file
+        vocab = SoftmaxVocab.load(vocab_path)
+    else:
+        vocab = SoftmaxVocab.from_counts(corpus.counts(), cfg.data.vocab_size)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    vocab.save(vocab_path)
+    t = cfg.train
+    train = StreamBatches(corpus, vocab, t.batch_size, t.unroll_steps, cfg.data.shuffle, cfg.seed)
+    log.info("corpus %s: %d sentences, %d tokens (with <S>/</S>), %d types; softmax vocabulary %d; "
+             "%d windows of %dx%d per epoch", cfg.data.train, corpus.num_sentences, len(corpus.tokens),
+             len(corpus.types), len(vocab), len(train), t.batch_size, t.unroll_steps)  # fmt: skip
+    val = None
+    if heldout:
+        first = next(iter(heldout.values()))[: t.val_max_sentences]
+        val = BatchIterable(sentence_batches(first, vocab, t.eval_batch_size)) if first else None
+    options = bilm_options(cfg)
+    module = BilmLanguageModel(
+        options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed
+    )
+    log.info(
+        "biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab)
+    )
+    accelerator, precision = choose_precision(cfg)
+    checkpoint = AtomicModelCheckpoint(
+        dirpath=last.parent,
+        save_top_k=0,
+        save_last=True,
+        every_n_train_steps=t.val_every_n_steps,
+        enable_version_counter=False,  # a fresh run in the same output_dir overwrites last.ckpt
+    )
+    trainer = pl.Trainer(
+        accelerator=accelerator, devices=1, precision=precision, max_steps=t.max_steps, max_epochs=-1,
+        max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,
+        gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
+        val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None, limit_val_batches=1.0 if val else 0,
+        callbacks=[StreamPosition(train), checkpoint], logger=CSVLogger(run_dir, name="logs"),
+        log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
+        num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,
+    )  # fmt: skip
+    trainer.fit(module, train_dataloaders=train, val_dataloaders=val, ckpt_path=str(last) if resume else None)
+    # The run's true end, so that --resume with a larger max_steps continues from here.
+    tmp = last.with_name("last.ckpt.tmp")
+    trainer.save_checkpoint(tmp)
+    os.replace(tmp, last)
+
+    module.to("cuda" if accelerator == "gpu" else "cpu")
+    save_bilm(module.bilm, run_dir)
+    save_softmax(module, run_dir / "softmax.hdf5")
+    metrics: dict[str, Any] = {
+        "steps": trainer.global_step,
+        "epochs": round(train.position[0] + train.position[1] / len(train), 4),
+        # Stream tokens per second: a step reads B x T tokens in each direction, an epoch all of them once.
+        "train_tokens_per_s": module.train_tokens / module.train_seconds if module.train_seconds else None,
+        "train_tokens_timed": module.train_tokens,
+        "vocab_size": len(vocab),
+        "parameters": options.num_parameters(),
+        "heldout": {},
+    }
+    for path, sentences in heldout.items():
+        result = module.evaluate(sentence_batches(sentences, vocab, t.eval_batch_size))
+        metrics["heldout"][Path(path).name] = {"path": str(path), "sentences": len(sentences), **result}
+        log.info("held-out %s: perplexity forward %.2f backward %.2f mean %.2f", path, result["forward"],
+                 result["backward"], result["mean"])  # fmt: skip
+    with atomic_path(run_dir / "metrics.json") as tmp_metrics:
+        tmp_metrics.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return metrics
