@@ -51,16 +51,15 @@ class LstmCellWithProjection(nn.Module):
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
         h, c = state
         outputs = []
-        offset = 0
-        for n in batch_sizes:
-            z = torch.addmm(projected_inputs[offset : offset + n], h[:n], recurrent)  # (n, 4C)
-            offset += n
-            gates = torch.sigmoid(z)  # i, j, f, o; the j block is replaced by tanh below
-            i, f, o = gates[:, :c_size], gates[:, 2 * c_size : 3 * c_size], gates[:, 3 * c_size :]
-            cell = f * c[:n] + i * torch.tanh(z[:, c_size : 2 * c_size])  # (n, C)
+        # split/chunk give views whose backward is one concatenation, not a zero-filled copy per slice.
+        for step_inputs in projected_inputs.split(batch_sizes):
+            n = step_inputs.shape[0]
+            z = torch.addmm(step_inputs, h[:n], recurrent)  # (n, 4C)
+            i, j, f, o = z.chunk(4, dim=1)  # TF gate order
+            cell = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)  # (n, C)
             if self.cell_clip is not None:
                 cell = cell.clamp(-self.cell_clip, self.cell_clip)  # the clipped cell is carried
-            out = self.projection(o * torch.tanh(cell))  # (n, P)
+            out = self.projection(torch.sigmoid(o) * torch.tanh(cell))  # (n, P)
             if self.proj_clip is not None:
                 out = out.clamp(-self.proj_clip, self.proj_clip)
             outputs.append(out)

@@ -24,6 +24,7 @@ from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, se
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.training.callbacks import AtomicModelCheckpoint
+from ner_app.training.devices import choose_precision
 
 log = logging.getLogger("ner_app")
 
@@ -76,18 +77,6 @@ def bilm_options(cfg: BilmPretrainConfig) -> BilmOptions:
     )  # fmt: skip
 
 
-def choose_precision(cfg: BilmPretrainConfig) -> tuple[str, str]:
-    """(accelerator, precision): bf16-mixed on a GPU, 32-bit on CPU, unless the config says otherwise."""
-    t = cfg.train
-    accelerator = (
-        t.accelerator if t.accelerator != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
-    )
-    precision = (
-        t.precision if t.precision != "auto" else ("bf16-mixed" if accelerator == "gpu" else "32-true")
-    )
-    return accelerator, precision
-
-
 def save_softmax(module: BilmLanguageModel, path: Path) -> None:
     """``softmax.hdf5``: group ``softmax`` with ``W`` (V, P) and ``b`` (V,), float32 (the reference's LM head)."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
@@ -133,7 +122,7 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
     log.info(
         "biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab)
     )
-    accelerator, precision = choose_precision(cfg)
+    accelerator, precision = choose_precision(cfg.train.accelerator, cfg.train.precision)
     checkpoint = AtomicModelCheckpoint(
         dirpath=last.parent,
         save_top_k=0,

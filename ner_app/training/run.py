@@ -22,6 +22,7 @@ from ner_app.export import build_tagger as build_spec_tagger
 from ner_app.export import export_model, make_spec
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.training.callbacks import AtomicModelCheckpoint, ThroughputMonitor
+from ner_app.training.devices import choose_precision
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import entity_scores, text_report, write_metrics, write_predictions
 
@@ -77,18 +78,6 @@ def fill_layer_cache(directory: str, bilm: BidirectionalLM, dm: ConllDataModule)
     log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
              directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
     return cache
-
-
-def choose_precision(cfg: TrainConfig) -> tuple[str, str]:
-    """(accelerator, precision): bf16-mixed on a GPU, 32-bit on CPU, unless the config says otherwise."""
-    t = cfg.trainer
-    accelerator = (
-        t.accelerator if t.accelerator != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
-    )
-    precision = (
-        t.precision if t.precision != "auto" else ("bf16-mixed" if accelerator == "gpu" else "32-true")
-    )
-    return accelerator, precision
 
 
 @torch.inference_mode()
@@ -154,7 +143,7 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         l2_coef=cfg.elmo.l2_coef,
         spec=spec,
     )
-    accelerator, precision = choose_precision(cfg)
+    accelerator, precision = choose_precision(cfg.trainer.accelerator, cfg.trainer.precision)
     t = cfg.trainer
     best = AtomicModelCheckpoint(
         dirpath=checkpoints, filename="best", monitor="val_f1", mode="max", save_last=True
