@@ -73,12 +73,13 @@ def train_steps(
     opt: torch.optim.Optimizer,
     l2: float,
     clip: float,
-) -> tuple[float, int]:
-    """Seconds and sentences of training steps over ``batches`` (batch building and cache reads included)."""
+) -> tuple[float, int, int]:
+    """Seconds, sentences and tokens of training steps over ``batches`` (batch building, cache reads included)."""
     tagger.train()
     params = [p for p in tagger.parameters() if p.requires_grad]
-    sentences, start = 0, clock()
+    sentences, tokens, start = 0, 0, clock()
     for batch in batches:
+        tokens += sum(map(len, batch["tokens"]))
         batch = to_device(batch)
         with autocast():
             loss = tagger.loss(batch, l2)
@@ -87,7 +88,7 @@ def train_steps(
         torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         sentences += len(batch["tokens"])
-    return clock() - start, sentences
+    return clock() - start, sentences, tokens
 
 
 @torch.inference_mode()
@@ -174,10 +175,11 @@ def run(args: argparse.Namespace, work: Path) -> None:
     if args.bilm == "original" and n_params != ORIGINAL_PARAMS:
         raise RuntimeError(f"original biLM has {n_params:,} parameters, expected {ORIGINAL_PARAMS:,}")
     train = dm.splits["train"].tokens
+    train_tokens = sum(map(len, train))
     gpu = f", GPU {torch.cuda.get_device_name()} (bf16 autocast)" if CUDA else ", fp32 CPU"
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU {cpu_model()}{gpu}")
     print(f"biLM '{args.bilm}' {n_params:,} parameters; tagger {sum(p.numel() for p in tagger.parameters()) - n_params:,}"
-          f" parameters besides it; train {len(train):,} sentences, {sum(map(len, train)):,} tokens; batch "
+          f" parameters besides it; train {len(train):,} sentences, {train_tokens:,} tokens; batch "
           f"{cfg.data.batch_size} (eval {cfg.data.eval_batch_size})\n")  # fmt: skip
 
     # -- one-time cost: the cache (fingerprint of the biLM, then train, then valid + test) --
@@ -199,15 +201,15 @@ def run(args: argparse.Namespace, work: Path) -> None:
     # -- training: the same first N batches of the shuffled epoch with and without the cache, then a full epoch --
     opt = torch.optim.Adam([p for p in tagger.parameters() if p.requires_grad], lr=cfg.optim.lr)
     step = {"opt": opt, "l2": cfg.elmo.l2_coef, "clip": cfg.optim.grad_clip}
-    timed: dict[bool, tuple[float, int]] = {}
+    timed: dict[bool, tuple[float, int, int]] = {}
     for cached in (True, False):
         dm.layer_cache = cache if cached else None  # the collator takes it when the loader is made
         train_steps(tagger, itertools.islice(dm.dataloader("train", shuffle=True), 1), **step)  # warm-up
         batches = itertools.islice(dm.dataloader("train", shuffle=True), args.no_cache_batches)
         timed[cached] = train_steps(tagger, batches, **step)
     dm.layer_cache = cache
-    epoch, _ = train_steps(tagger, dm.dataloader("train", shuffle=True), **step)
-    (with_s, n), (without_s, _) = timed[True], timed[False]
+    epoch, _, _ = train_steps(tagger, dm.dataloader("train", shuffle=True), **step)
+    (with_s, n, n_tokens), (without_s, _, _) = timed[True], timed[False]
     without_epoch = without_s / n * len(train)
 
     # -- evaluation (decode on valid) --
@@ -246,7 +248,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print("| measurement | with cache | without cache | ratio |\n|---|---:|---:|---:|")
     for label, a, b, ratio in rows:
         print(f"| {label} | {a} | {b} | {'' if ratio is None else f'{ratio:.1f}x'} |")
-    print("\nratio = speed-up from the cache (time without / time with).\n")
+    print(f"\nratio = speed-up from the cache (time without / time with). Extrapolated = per-sentence rate of the"
+          f" timed batches ({n_tokens / n:.1f} tokens/sentence; train {train_tokens / len(train):.1f}) x train size.\n")  # fmt: skip
     print("| one-time cost | value |\n|---|---:|")
     for label, value in one_time:
         print(f"| {label} | {value} |")

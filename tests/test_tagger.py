@@ -74,7 +74,7 @@ def test_loss_trains_tagger_and_mix_but_not_bilm():
     mix = tagger.elmo.scalar_mixes[0]
     assert mix.scalar_parameters.grad is not None and mix.gamma.grad is not None
     assert all(p.grad is None for p in tagger.elmo.bilm.parameters())
-    assert tagger.crf.transitions.grad is not None and tagger.lstm.weight_ih_l0.grad is not None
+    assert tagger.crf.transitions.grad is not None and tagger.lstm[0].weight_ih_l0.grad is not None
 
 
 def test_bf16_autocast_keeps_crf_in_fp32():
@@ -85,3 +85,14 @@ def test_bf16_autocast_keeps_crf_in_fp32():
         tags = tagger.decode(batch)
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
     assert tags.shape == (3, 6)
+
+
+def test_dropout_keeps_expectation_and_rate():
+    from ner_app.tagger.dropout import Dropout
+
+    torch.manual_seed(0)
+    drop = Dropout(0.5).train()
+    y = drop(torch.ones(200_000))
+    assert set(y.unique().tolist()) == {0.0, 2.0}
+    assert abs((y == 0).float().mean().item() - 0.5) < 0.01
+    assert torch.equal(drop.eval()(torch.ones(5)), torch.ones(5))

@@ -9,6 +9,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ner_app.bilm.elmo import Elmo
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.crf import CRF
+from ner_app.tagger.dropout import Dropout
 
 
 class BiLstmCrfTagger(nn.Module):
@@ -40,9 +41,12 @@ class BiLstmCrfTagger(nn.Module):
         self.char_cnn = WordCharCNN(num_chars, char_dim, char_filters, char_width)
         self.elmo = elmo
         input_dim = word_dim + char_filters + (elmo.output_dim if elmo is not None else 0)
-        self.dropout = nn.Dropout(dropout)
-        self.lstm = nn.LSTM(input_dim, lstm_hidden, lstm_layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if lstm_layers > 1 else 0.0)  # fmt: skip
+        self.dropout = Dropout(dropout)
+        # One bidirectional LSTM per layer, with our dropout between layers (what nn.LSTM's dropout does).
+        sizes = [input_dim] + [2 * lstm_hidden] * (lstm_layers - 1)
+        self.lstm = nn.ModuleList(
+            nn.LSTM(size, lstm_hidden, batch_first=True, bidirectional=True) for size in sizes
+        )
         self.output = nn.Linear(2 * lstm_hidden, num_tags)
         self.crf = CRF(num_tags, allowed)
 
@@ -79,10 +83,14 @@ class BiLstmCrfTagger(nn.Module):
             parts.append(self.elmo_representation(batch).to(parts[0].dtype))
         x = self.dropout(torch.cat(parts, dim=-1))  # (B, T, D)
         lengths = mask.sum(dim=1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = pad_packed_sequence(
-            self.lstm(packed)[0], batch_first=True, total_length=x.shape[1]
-        )  # (B, T, 2H)
+        h = x
+        for i, lstm in enumerate(self.lstm):
+            packed = pack_padded_sequence(
+                self.dropout(h) if i else h, lengths, batch_first=True, enforce_sorted=False
+            )
+            h, _ = pad_packed_sequence(
+                lstm(packed)[0], batch_first=True, total_length=x.shape[1]
+            )  # (B, T, 2H)
         return self.output(self.dropout(h))
 
     def loss(self, batch: dict, l2_coef: float = 0.0) -> torch.Tensor:
