@@ -25,7 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ner_app.training.run import run_training  # heavy imports after the config is known to be valid
 
-    metrics = run_training(cfg, resume=args.resume)
+    try:
+        metrics = run_training(cfg, resume=args.resume)
+    except (FileNotFoundError, ValueError) as err:  # bad paths and files: one clear line, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(
         f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}  ({cfg.output_dir}/metrics.json)"
     )

@@ -78,6 +78,12 @@ def test_bad_config_is_one_clear_error(tmp_path, capsys):
     assert "unknown key 'trainer.max_epoch'" in capsys.readouterr().err
 
 
-def test_resume_without_checkpoint_says_so(tmp_path):
-    with pytest.raises(FileNotFoundError, match="--resume: no checkpoint at"):
-        run(tmp_path, "tiny.yaml", resume=True)
+def test_resume_without_checkpoint_says_so(tmp_path, capsys):
+    assert run(tmp_path, "tiny.yaml", resume=True) == 2
+    assert "--resume: no checkpoint at" in capsys.readouterr().err
+
+
+def test_missing_bilm_says_how_to_get_one(tmp_path, capsys):
+    assert run(tmp_path, "tiny.yaml", f"elmo.options={tmp_path / 'none.json'}") == 2
+    err = capsys.readouterr().err
+    assert "elmo.options:" in err and "does not exist. Pretrain a biLM" in err

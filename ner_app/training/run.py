@@ -49,6 +49,13 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
             raise ValueError(
                 "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
             )
+        for key, path in (("elmo.options", e.options), ("elmo.weights", e.weights)):
+            if not Path(path).is_file():
+                raise FileNotFoundError(
+                    f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
+                    "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
+                    "weights hdf5; elmo.enabled=false trains without ELMo."
+                )
         bilm = load_bilm(e.options, e.weights)
         elmo_spec = {"options": str(Path(e.options).resolve()), "weights": str(Path(e.weights).resolve()),
                      "fingerprint": bilm_fingerprint(bilm), "dropout": e.dropout, "do_layer_norm": e.do_layer_norm}  # fmt: skip
