@@ -95,12 +95,14 @@ class CRF(nn.Module):
 
         Past a row's end the variable is carried unchanged, so the last one holds each row's own end.
         """
-        alpha = start + emissions[:, 0]  # (B, K)
+        # unbind: one view per step whose backward is a single stack, not a zero-filled copy per step
+        steps, step_masks = emissions.unbind(1), mask.unbind(1)  # T x (B, K), T x (B,)
+        alpha = start + steps[0]  # (B, K)
         alphas = [alpha]
-        for t in range(1, emissions.size(1)):
+        for emission, step_mask in zip(steps[1:], step_masks[1:], strict=True):
             # (B, K, 1) + (K, K) -> log-sum over the previous tag i for each next tag j
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t, None], nxt, alpha)
+            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + emission
+            alpha = torch.where(step_mask[:, None], nxt, alpha)
             alphas.append(alpha)
         return alphas
 
