@@ -39,6 +39,14 @@ def random_bilm(options: BilmOptions = TINY_OPTIONS, seed: int = 0, scale: float
     return bilm.eval()
 
 
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """Commands run in-process may set torch's thread count (``--threads``); no test may leak it to the next."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def tiny_bilm_files(tmp_path: Path) -> tuple[Path, Path]:
     """options.json and weights.hdf5 of a tiny random biLM in tmp_path."""

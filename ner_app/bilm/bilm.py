@@ -97,13 +97,23 @@ class BidirectionalLM(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
         """char_ids (B, T, 50) without boundaries -> BiLMOutput with layers (B, T+2, 2P)."""
         ids, mask = add_sentence_boundaries(char_ids)  # (B, T+2, 50), (B, T+2)
-        embeddings = ids.new_zeros(*mask.shape, self.projection_dim, dtype=torch.float)  # (B, T+2, P)
-        encoded = self.token_encoder(ids[mask])  # (N, P)
-        embeddings = embeddings.to(encoded.dtype).masked_scatter(mask[:, :, None], encoded)
-        return self.forward_embeddings(embeddings, mask)
+        distinct, inverse = self.token_encoder.encode_distinct(ids[mask])  # (U, P), (N,)
+        rows = torch.zeros(mask.shape, dtype=torch.long, device=mask.device).masked_scatter(
+            mask, inverse
+        )  # (B, T+2)
+        embeddings = distinct[rows] * mask[:, :, None].to(distinct.dtype)  # (B, T+2, P)
+        return self.forward_embeddings(embeddings, mask, (distinct, rows))
 
-    def forward_embeddings(self, embeddings: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
-        """Token representations (B, T+2, P) with boundaries, mask (B, T+2) -> BiLMOutput."""
-        layers = self.lstm(embeddings, mask)
+    def forward_embeddings(
+        self,
+        embeddings: torch.Tensor,
+        mask: torch.Tensor,
+        distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> BiLMOutput:
+        """Token representations (B, T+2, P) with boundaries, mask (B, T+2) -> BiLMOutput.
+
+        ``distinct`` (optional): the distinct representations (U, P) and each position's row (B, T+2).
+        """
+        layers = self.lstm(embeddings, mask, distinct)
         layer0 = torch.cat([embeddings, embeddings], dim=-1) * mask[:, :, None].to(embeddings.dtype)
         return BiLMOutput([layer0, *layers], mask)

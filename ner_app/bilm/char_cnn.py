@@ -75,9 +75,16 @@ class TokenEncoder(nn.Module):
         """char_ids (N, 50) -> token representations (N, P); computed once per distinct token."""
         if char_ids.shape[-1] != MAX_CHARS:
             raise ValueError(f"expected {MAX_CHARS} character ids per token, found {char_ids.shape[-1]}")
-        # Sentences repeat words ("the", ",", "."): encode each distinct id row once and scatter back.
+        encoded, inverse = self.encode_distinct(char_ids)
+        return encoded[inverse]
+
+    def encode_distinct(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """char_ids (N, 50) -> representations of the distinct tokens (U, P) and each token's row (N,)."""
+        if char_ids.shape[-1] != MAX_CHARS:
+            raise ValueError(f"expected {MAX_CHARS} character ids per token, found {char_ids.shape[-1]}")
+        # Sentences repeat words ("the", ",", "."): encode each distinct id row once.
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)  # (U, 50), (N,)
-        return self._encode(unique)[inverse]
+        return self._encode(unique), inverse
 
     def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         return self.projection(self.highway(self.char_cnn(char_ids)))

@@ -33,21 +33,31 @@ class LstmCellWithProjection(nn.Module):
         self.state_linearity = nn.Linear(projection_size, 4 * cell_size, bias=False)  # h_{t-1} part of W_0
         self.projection = nn.Linear(cell_size, projection_size, bias=False)  # W_P_0
 
+    def input_projection(self, inputs: torch.Tensor) -> torch.Tensor:
+        """x W_x + B with TF's forget bias added to the f block: (N, I) -> (N, 4C)."""
+        c_size = self.cell_size
+        bias = self.input_linearity.bias.clone()
+        bias[2 * c_size : 3 * c_size] += self.forget_bias
+        return F.linear(inputs, self.input_linearity.weight, bias)
+
     def forward(
-        self, inputs: torch.Tensor, batch_sizes: list[int], state: State
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        state: State,
+        projected_inputs: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, State]:
         """Run over a packed sequence.
 
         inputs (N, I): time-major packed rows (all rows of step 0, then step 1, ...), rows sorted by length
         so that step t uses the first ``batch_sizes[t]`` rows. state: h (B, P), c (B, C) in the same row
         order. Returns outputs (N, P) in the packed layout and the final state of every row (a row's final
-        state is the one after its own last step).
+        state is the one after its own last step). ``projected_inputs`` (N, 4C), if given, is
+        ``input_projection(inputs)`` computed by the caller.
         """
-        c_size = self.cell_size
-        bias = self.input_linearity.bias.clone()
-        bias[2 * c_size : 3 * c_size] += self.forget_bias  # TF adds forget_bias to the f block
-        # One large matmul for every step's input part, instead of one small one per step.
-        projected_inputs = F.linear(inputs, self.input_linearity.weight, bias)  # (N, 4C)
+        if projected_inputs is None:
+            # One large matmul for every step's input part, instead of one small one per step.
+            projected_inputs = self.input_projection(inputs)  # (N, 4C)
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
         h, c = state
         outputs = []
@@ -121,8 +131,17 @@ class ElmoLstm(nn.Module):
         """Forget the carried state (stateful mode)."""
         self._states = None
 
-    def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        mask: torch.Tensor,
+        distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> list[torch.Tensor]:
         """inputs (B, T, I), mask (B, T) bool, left-aligned, every row non-empty.
+
+        ``distinct``: the distinct input rows (U, I) and, for every position, its row (B, T) long. Layer 0's
+        input projection then runs once per distinct token instead of once per position (exact; only used
+        without dropout, which would differ per position).
 
         Returns L tensors (B, T, 2P): [forward output; backward output] of each layer, 0 at padded positions.
         """
@@ -136,6 +155,12 @@ class ElmoLstm(nn.Module):
         for d, layers in enumerate((self.forward_layers, self.backward_layers)):
             x = inputs if d == 0 else reverse_within_length(inputs, lengths)
             packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            rows = None  # (N,) distinct-token row of every packed position
+            if distinct is not None and not (self.dropout and self.training):
+                index = (
+                    distinct[1] if d == 0 else reverse_within_length(distinct[1][..., None], lengths)[..., 0]
+                )
+                rows = pack_padded_sequence(index, lengths, batch_first=True, enforce_sorted=False).data
             order, unorder = packed.sorted_indices, packed.unsorted_indices  # (B,), (B,)
             batch_sizes = packed.batch_sizes.tolist()
             data = packed.data  # (N, I)
@@ -143,7 +168,10 @@ class ElmoLstm(nn.Module):
             for layer_index, layer in enumerate(layers):
                 h0, c0 = initial[d * self.n_layers + layer_index]
                 layer_input = F.dropout(data, self.dropout, self.training) if self.dropout else data
-                out, (h, c) = layer(layer_input, batch_sizes, (h0[order], c0[order]))
+                projected = None
+                if layer_index == 0 and rows is not None:
+                    projected = layer.input_projection(distinct[0])[rows]  # (U, 4C) -> (N, 4C)
+                out, (h, c) = layer(layer_input, batch_sizes, (h0[order], c0[order]), projected)
                 if self.use_skip_connections and layer_index > 0:
                     out = out + layer_input
                 finals.append((h[unorder], c[unorder]))
