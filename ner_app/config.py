@@ -138,6 +138,9 @@ class BilmTrainConfig:
     optimizer: Literal["adagrad", "adam"] = "adagrad"  # the original recipe uses Adagrad
     lr: float = 0.2  # learning rate
     grad_clip: float = 10.0  # gradient-norm clipping threshold
+    # Zero the LSTM state at every sentence start inside the streams, as the stateless biLM runs each sentence
+    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful).
+    sentence_reset: bool = True
     max_steps: int = 10000  # stop after this many optimiser steps
     max_time_minutes: float | None = None  # wall-clock budget; null = none
     log_every_n_steps: int = 50  # logging interval

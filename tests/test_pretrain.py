@@ -229,6 +229,60 @@ def test_run_stack_matches_elmo_lstm_and_carries_state() -> None:
     assert torch.allclose(torch.cat([before.flip(1), last.flip(1)], 1), reference[..., p:], atol=1e-6)
 
 
+def stream_tops(
+    module: BilmLanguageModel, stream: list[str], cut: int, reset: bool
+) -> dict[str, torch.Tensor]:
+    """Both directions' top layers (1, T, P) over a stream of tokens read as two windows, state carried."""
+    x = module.embed(batch_to_ids([stream]), torch.ones(1, len(stream), dtype=torch.bool))  # (1, T, P)
+    tops = {}
+    for direction, start in (("forward", "<S>"), ("backward", "</S>")):
+        resets = torch.tensor([[token == start for token in stream]]) if reset else None
+        parts = [
+            (x[:, :cut], resets[:, :cut] if reset else None),
+            (x[:, cut:], resets[:, cut:] if reset else None),
+        ]
+        if direction == "backward":  # the backward LM reads the later window first
+            parts.reverse()
+        module.states = {"forward": None, "backward": None}
+        outs = [module.direction_top(direction, part, r) for part, r in parts]
+        tops[direction] = torch.cat(outs if direction == "forward" else outs[::-1], dim=1)
+    return tops
+
+
+def test_sentence_reset_trains_each_sentence_as_the_stateless_bilm_computes_it() -> None:
+    module = tiny_module().eval()
+    sentences = [["the", "big", "cat"], ["a", "dog", "sees", "the", "fish", "."], ["old"]]
+    stream = [token for words in sentences for token in ["<S>", *words, "</S>"]]
+    p = module.bilm.projection_dim
+    with torch.no_grad():
+        tops = stream_tops(module, stream, cut=7, reset=True)  # the cut falls inside the second sentence
+        carried = stream_tops(module, stream, cut=7, reset=False)
+        offset = 0
+        for words in sentences:
+            alone = module.bilm(batch_to_ids([words])).layers[-1][0]  # (n + 2, 2P), <S> .. </S>
+            span = slice(offset, offset + len(words) + 2)
+            torch.testing.assert_close(tops["forward"][0, span], alone[:, :p], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(tops["backward"][0, span], alone[:, p:], atol=1e-6, rtol=1e-5)
+            offset += len(words) + 2
+    # Without the reset the state runs on across sentences: the forward LM's second sentence differs, and so
+    # does the backward LM's first (which it reads after the second).
+    second = slice(5, 13)
+    assert (carried["forward"][0, second] - tops["forward"][0, second]).abs().max() > 1e-3
+    assert (carried["backward"][0, :5] - tops["backward"][0, :5]).abs().max() > 1e-3
+
+
+def test_stream_batches_mark_each_directions_sentence_starts(tmp_path: Path) -> None:
+    corpus = read_corpus(write_grammar(tmp_path / "g.txt", 12, seed=1))
+    vocab = SoftmaxVocab.from_counts(corpus.counts(), size=30)
+    batches = StreamBatches(corpus, vocab, batch_size=2, unroll_steps=5)
+    for k in range(len(batches)):
+        batch = batches.batch(0, k)
+        for direction, start in (("forward", "<S>"), ("backward", "</S>")):
+            part = batch[direction]
+            expected = (part["char_ids"] == torch.tensor(token_to_ids(start))).all(-1)  # (B, T)
+            assert torch.equal(part["resets"], expected)
+
+
 def test_training_step_carries_detached_state(tmp_path: Path) -> None:
     corpus = read_corpus(write_grammar(tmp_path / "g.txt", 30, seed=0))
     vocab = SoftmaxVocab.from_counts(corpus.counts(), size=30)
@@ -305,6 +359,18 @@ def test_cli_end_to_end_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "window": 2}]
     assert len(checkpoint["carried_states"]["backward"]) == 2  # (h, c) of each of the 2 layers, carried
+
+
+def test_news_config_runs_at_tiny_scale(tmp_path: Path) -> None:
+    """``bilm_news.yaml`` as shipped (its architecture, optimiser, sentence resets), a few steps of tiny data."""
+    corpus = write_grammar(tmp_path / "train.txt", 60, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 5, seed=1)
+    overrides = [*tiny_overrides(tmp_path, corpus, [heldout], steps=3), "train.threads=1"]
+    overrides += ["train.max_time_minutes=null", "train.enable_progress_bar=false"]
+    assert main(["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_news.yaml"), *overrides]) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["steps"] == 3 and metrics["parameters"] == 2_996_448
+    assert math.isfinite(metrics["heldout"]["heldout.txt"]["mean"])
 
 
 def test_cli_bad_corpus_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -173,3 +173,16 @@ def test_bad_option_values(tmp_path, tiny_bilm_files):
     (tmp_path / "o.json").write_text(json.dumps(data))
     with pytest.raises(OptionsError, match=r"'char_cnn.activation' must be 'relu' or 'tanh', found 'gelu'"):
         read_options(tmp_path / "o.json")
+
+
+def test_written_files_get_normal_permissions(tmp_path) -> None:
+    """Atomic writes go through a private temp file; the published file is readable like any other."""
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        options, weights = save_bilm(random_bilm(), tmp_path)
+    finally:
+        os.umask(umask)
+    for path in (options, weights):
+        assert path.stat().st_mode & 0o777 == 0o644, path

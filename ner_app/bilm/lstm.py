@@ -46,6 +46,7 @@ class LstmCellWithProjection(nn.Module):
         batch_sizes: list[int],
         state: State,
         projected_inputs: torch.Tensor | None = None,
+        resets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, State]:
         """Run over a packed sequence.
 
@@ -53,7 +54,8 @@ class LstmCellWithProjection(nn.Module):
         so that step t uses the first ``batch_sizes[t]`` rows. state: h (B, P), c (B, C) in the same row
         order. Returns outputs (N, P) in the packed layout and the final state of every row (a row's final
         state is the one after its own last step). ``projected_inputs`` (N, 4C), if given, is
-        ``input_projection(inputs)`` computed by the caller.
+        ``input_projection(inputs)`` computed by the caller. ``resets`` (N,) bool, packed like ``inputs``: rows
+        whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
@@ -62,11 +64,16 @@ class LstmCellWithProjection(nn.Module):
         h, c = state
         outputs = []
         # split/chunk give views whose backward is one concatenation, not a zero-filled copy per slice.
-        for step_inputs in projected_inputs.split(batch_sizes):
+        step_resets = resets.split(batch_sizes) if resets is not None else [None] * len(batch_sizes)
+        for step_inputs, reset in zip(projected_inputs.split(batch_sizes), step_resets, strict=True):
             n = step_inputs.shape[0]
-            z = torch.addmm(step_inputs, h[:n], recurrent)  # (n, 4C)
+            h_prev, c_prev = h[:n], c[:n]
+            if reset is not None:  # (n,) the state a stateless run starts a sentence from: zeros
+                h_prev = h_prev.masked_fill(reset[:, None], 0.0)
+                c_prev = c_prev.masked_fill(reset[:, None], 0.0)
+            z = torch.addmm(step_inputs, h_prev, recurrent)  # (n, 4C)
             i, j, f, o = z.chunk(4, dim=1)  # TF gate order
-            cell = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)  # (n, C)
+            cell = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)  # (n, C)
             if self.cell_clip is not None:
                 cell = cell.clamp(-self.cell_clip, self.cell_clip)  # the clipped cell is carried
             out = self.projection(torch.sigmoid(o) * torch.tanh(cell))  # (n, P)

@@ -150,6 +150,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it a normal file's permissions
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

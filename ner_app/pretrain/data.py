@@ -173,6 +173,8 @@ class StreamBatches:
             "char_ids": self.char_table[type_ids].long(),
             "forward_targets": torch.from_numpy(forward),
             "backward_targets": torch.from_numpy(backward),
+            "forward_resets": type_ids == _BOS_TYPE,  # where each direction's sentence begins
+            "backward_resets": type_ids == _EOS_TYPE,
             "mask": torch.ones(ids.shape, dtype=torch.bool),
         }
 
@@ -182,11 +184,17 @@ class StreamBatches:
         fwd = self.window(streams, k * t, min(s, (k + 1) * t))
         bwd = self.window(streams, max(0, s - (k + 1) * t), s - k * t)
         return {
-            "forward": {"char_ids": fwd["char_ids"], "targets": fwd["forward_targets"], "mask": fwd["mask"]},
+            "forward": {
+                "char_ids": fwd["char_ids"],
+                "targets": fwd["forward_targets"],
+                "mask": fwd["mask"],
+                "resets": fwd["forward_resets"],
+            },
             "backward": {
                 "char_ids": bwd["char_ids"],
                 "targets": bwd["backward_targets"],
                 "mask": bwd["mask"],
+                "resets": bwd["backward_resets"],
             },
             "epoch": epoch,
             "window": k,

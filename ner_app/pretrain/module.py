@@ -25,15 +25,19 @@ def run_stack(
     dropout: float,
     skip: bool,
     training: bool,
+    resets: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[State]]:
     """One direction's LSTM stack over full windows, left to right: x (B, T, P) -> top (B, T, P), final states.
 
     The same computation as one direction of ``ElmoLstm`` (dropout on every layer input, residual from the
     second layer on), for rows without padding, so each direction can read its own window and carry its own
     state. States: per layer h (B, P), c (B, C), or None for zeros; the finals are detached (truncated BPTT).
+    ``resets`` (B, T) bool: positions where every layer's state is zeroed first (sentence starts), so that
+    a sentence in a stream is computed exactly as the stateless biLM computes it alone.
     """
     batch, steps, _ = x.shape
     data = x.transpose(0, 1).reshape(steps * batch, -1)  # time-major, the cells' packed layout
+    packed_resets = resets.transpose(0, 1).reshape(-1) if resets is not None else None  # (T * B,)
     finals = []
     for index, cell in enumerate(cells):
         if states is None:
@@ -41,7 +45,7 @@ def run_stack(
         else:
             state = (states[index][0].to(x.device, x.dtype), states[index][1].to(x.device, x.dtype))
         layer_input = F.dropout(data, dropout, training) if dropout else data
-        out, (h, c) = cell(layer_input, [batch] * steps, state)
+        out, (h, c) = cell(layer_input, [batch] * steps, state, resets=packed_resets)
         if skip and index > 0:
             out = out + layer_input
         finals.append((h.detach().float(), c.detach().float()))
@@ -53,8 +57,11 @@ class BilmLanguageModel(pl.LightningModule):
     """Forward LM predicts token t+1 from the forward top layer, backward LM t-1 from the backward top layer.
 
     Training batches come from ``StreamBatches``: both directions carry their state across windows of the
-    same row (reset at window 0 of an epoch). Validation batches come from ``sentence_batches`` and run the
-    stateless biLM sentence by sentence with the exact softmax.
+    same row (reset at window 0 of an epoch). With ``sentence_reset`` (default) the state is also zeroed at each
+    sentence start inside a window, so training sees every sentence exactly as the stateless biLM computes it
+    in ELMo and in validation; without it the state runs on across sentences, as bilm-tf trained. Validation
+    batches come from ``sentence_batches`` and run the stateless biLM sentence by sentence with the exact
+    softmax.
 
     Why not one stateful ``ElmoLstm`` call per window: its backward stack would start each window from the
     state it ended the previous window with, which has read the token just before this window, the backward
@@ -72,6 +79,7 @@ class BilmLanguageModel(pl.LightningModule):
         optimizer: str = "adagrad",
         lr: float = 0.2,
         seed: int = 0,
+        sentence_reset: bool = True,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -89,14 +97,20 @@ class BilmLanguageModel(pl.LightningModule):
         encoded = self.bilm.token_encoder(char_ids[mask])  # (N, P), each distinct token encoded once
         return encoded.new_zeros(*mask.shape, encoded.shape[-1]).masked_scatter(mask[:, :, None], encoded)
 
-    def direction_top(self, direction: str, x: torch.Tensor) -> torch.Tensor:
-        """One direction's window (B, T, P) in text order -> its top layer (B, T, P), its state carried."""
+    def direction_top(
+        self, direction: str, x: torch.Tensor, resets: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One direction's window (B, T, P) in text order -> its top layer (B, T, P), its state carried.
+
+        ``resets`` (B, T) bool in text order: where this direction's state is zeroed (its sentence starts).
+        """
         lstm = self.bilm.lstm
         cells = lstm.forward_layers if direction == "forward" else lstm.backward_layers
         if direction == "backward":
             x = x.flip(1)  # windows are full, so reversing the time axis is reversing every row
+            resets = resets.flip(1) if resets is not None else None
         top, self.states[direction] = run_stack(
-            cells, x, self.states[direction], lstm.dropout, lstm.use_skip_connections, self.training
+            cells, x, self.states[direction], lstm.dropout, lstm.use_skip_connections, self.training, resets
         )
         return top.flip(1) if direction == "backward" else top
 
@@ -110,7 +124,8 @@ class BilmLanguageModel(pl.LightningModule):
         inputs = dict(zip(("forward", "backward"), embedded, strict=True))
         losses = {}
         for direction in ("forward", "backward"):
-            top = self.output_dropout(self.direction_top(direction, inputs[direction]))
+            resets = batch[direction]["resets"] if self.hparams.sentence_reset else None
+            top = self.output_dropout(self.direction_top(direction, inputs[direction], resets))
             targets = batch[direction]["targets"]
             valid = targets != IGNORE
             losses[direction] = self.softmax.sampled_loss(top[valid], targets[valid])

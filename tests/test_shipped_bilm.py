@@ -1,0 +1,71 @@
+"""The biLM shipped in ``data/bilm`` (pretrained by ``configs/bilm_news.yaml``): it loads, round-trips, is the
+default of ``conll2003_elmo.yaml``, and behaves like a trained language model's encoder should."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from ner_app.bilm import batch_to_ids, load_bilm, read_options, save_bilm
+from ner_app.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "data" / "bilm"
+
+
+def shipped():
+    return load_bilm(SHIPPED / "options.json", SHIPPED / "weights.hdf5").eval()
+
+
+def test_shipped_bilm_is_the_elmo_default_and_loads() -> None:
+    cfg = load_config(ROOT / "configs" / "conll2003_elmo.yaml")
+    assert (ROOT / cfg.elmo.options).resolve() == (SHIPPED / "options.json").resolve()
+    assert (ROOT / cfg.elmo.weights).resolve() == (SHIPPED / "weights.hdf5").resolve()
+    options = read_options(SHIPPED / "options.json")
+    metrics = json.loads((SHIPPED / "metrics.json").read_text())
+    bilm = shipped()
+    assert sum(p.numel() for p in bilm.parameters()) == options.num_parameters() == metrics["parameters"]
+    assert bilm.num_layers == 3 and bilm.output_dim == 256
+    # a trained model: every held-out perplexity recorded is finite and far below the 50k-word uniform
+    for result in metrics["heldout"].values():
+        assert 1.0 < result["forward"] < 1000.0 and 1.0 < result["backward"] < 1000.0
+
+
+def test_shipped_bilm_round_trips_exactly(tmp_path: Path) -> None:
+    bilm = shipped()
+    options, weights = save_bilm(bilm, tmp_path)
+    again = load_bilm(options, weights).eval()
+    for (name, a), (_, b) in zip(bilm.state_dict().items(), again.state_dict().items(), strict=True):
+        torch.testing.assert_close(b, a, atol=0, rtol=0, msg=name)
+    ids = batch_to_ids([["EU", "rejects", "German", "call", "."]])
+    with torch.no_grad():
+        for x, y in zip(bilm(ids).layers, again(ids).layers, strict=True):
+            torch.testing.assert_close(y, x, atol=0, rtol=0)
+
+
+def test_shipped_bilm_sentence_alone_equals_padded_batch() -> None:
+    bilm = shipped()
+    sentences = [
+        ["Peter", "Blackburn"],
+        ["BRUSSELS", "1996-08-22", "The", "European", "Commission", "said", "."],
+    ]
+    with torch.no_grad():
+        batch = bilm(batch_to_ids(sentences))
+        alone = bilm(batch_to_ids(sentences[:1]))
+    n = len(sentences[0]) + 2  # with <S> and </S>
+    for together, single in zip(batch.layers, alone.layers, strict=True):
+        torch.testing.assert_close(together[0, :n], single[0], atol=1e-6, rtol=1e-5)
+        assert together[0, n:].abs().max() == 0  # padding stays zero
+
+
+def test_shipped_bilm_layers_are_contextual() -> None:
+    """Layer 0 depends on the token only; the LSTM layers see the context (a trained LM must use it)."""
+    bilm = shipped()
+    a = [["He", "went", "to", "Washington", "yesterday"]]
+    b = [["George", "Washington", "was", "president", "yesterday"]]
+    with torch.no_grad():
+        la, lb = bilm(batch_to_ids(a)).layers, bilm(batch_to_ids(b)).layers
+    # "Washington" is token 4 of a and token 2 of b (after <S>)
+    torch.testing.assert_close(la[0][0, 4], lb[0][0, 2], atol=1e-6, rtol=1e-5)
+    for layer in (1, 2):
+        assert (la[layer][0, 4] - lb[layer][0, 2]).abs().max() > 1e-2
