@@ -1,6 +1,7 @@
 """Weight I/O: exact round trips and one clear error for every kind of bad file."""
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -177,8 +178,6 @@ def test_bad_option_values(tmp_path, tiny_bilm_files):
 
 def test_written_files_get_normal_permissions(tmp_path) -> None:
     """Atomic writes go through a private temp file; the published file is readable like any other."""
-    import os
-
     umask = os.umask(0o022)
     try:
         options, weights = save_bilm(random_bilm(), tmp_path)

@@ -118,7 +118,7 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
     options = bilm_options(cfg)
     module = BilmLanguageModel(
         options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
-        t.sentence_reset,
+        sentence_reset=t.sentence_reset,
     )  # fmt: skip
     log.info(
         "biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab)
