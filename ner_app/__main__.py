@@ -6,6 +6,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ner_app.errors import run_reporting_errors
+
+
+def _train(args: argparse.Namespace) -> int:
+    import logging
+
+    from ner_app.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from ner_app.training.run import run_training  # heavy imports after the config is known to be valid
+
+    metrics = run_training(cfg, resume=args.resume)
+    print(
+        f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}  ({cfg.output_dir}/metrics.json)"
+    )
+    return 0
+
 
 def _embed(args: argparse.Namespace) -> int:
     from ner_app.bilm.weights import load_bilm
@@ -61,11 +79,29 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``train`` (shared with ``train.py``)."""
+    parser.add_argument("--config", required=True, help="a YAML file in configs/")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ner_app", description="ELMo BiLSTM-CRF named-entity tagging."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="train and evaluate the tagger (the same as python train.py)",
+        description="Trains on train.txt, keeps the epoch with the best dev entity F1, evaluates it on dev and "
+        "test, and writes reports, metrics, checkpoints and an export into output_dir.",
+    )
+    add_train_arguments(train)
+    train.set_defaults(run=_train)
 
     embed = commands.add_parser(
         "embed",
@@ -125,13 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (ValueError, OSError, KeyError) as err:
-        # Bad input is reported as one clear line, not a traceback.
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:
+        # Overrides may come before or after --resume, which argparse only allows outside subparsers.
+        parser = argparse.ArgumentParser(prog="python -m ner_app train", description=__doc__)
+        add_train_arguments(parser)
+        args = parser.parse_intermixed_args(argv[1:])
+        args.run = _train
+    else:
+        args = build_parser().parse_args(argv)
+    # One policy for every command: a user's mistake is one line and exit 2, a bug keeps its traceback.
+    return run_reporting_errors(lambda: args.run(args))
 
 
 if __name__ == "__main__":

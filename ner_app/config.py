@@ -21,12 +21,14 @@ from typing import Any, Literal, TypeVar, Union, overload
 
 import yaml
 
+from ner_app.errors import NerAppError
+
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
 Accelerator = Literal["auto", "cpu", "gpu"]
 _SHARED = "${NER_SHARED:-../shared}"
 
 
-class ConfigError(ValueError):
+class ConfigError(NerAppError):
     """A config file or override is invalid; the message names the key and the source."""
 
 

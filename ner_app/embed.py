@@ -12,6 +12,7 @@ from tqdm import tqdm
 from ner_app.bilm.bilm import BidirectionalLM, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.weights import atomic_path
+from ner_app.errors import NerAppError
 
 
 def read_sentences(path: str | Path) -> list[list[str]]:
@@ -23,7 +24,7 @@ def read_sentences(path: str | Path) -> list[list[str]]:
             try:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
+                raise NerAppError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
             sentences.append(line.split(" ") if line else [])
     return sentences
 

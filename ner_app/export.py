@@ -19,6 +19,7 @@ from ner_app.bilm.elmo import Elmo
 from ner_app.bilm.layer_cache import bilm_fingerprint
 from ner_app.bilm.weights import atomic_path, load_bilm, save_bilm
 from ner_app.data.vocab import Vocab
+from ner_app.errors import NerAppError
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
 
@@ -26,7 +27,7 @@ SPEC_FORMAT = "ner_app.tagger/1"
 BILM_PREFIX = "elmo.bilm."  # tagger state-dict keys of the frozen biLM, stored in its own files instead
 
 
-class ExportError(ValueError):
+class ExportError(NerAppError):
     """An export directory or checkpoint that cannot be loaded."""
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
+from ner_app.errors import NerAppError
 
 
-class OptionsError(ValueError):
+class OptionsError(NerAppError):
     """An options.json that is not valid for the biLM."""
 
 

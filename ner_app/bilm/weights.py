@@ -22,9 +22,10 @@ from safetensors.torch import load_file, save_file
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.options import BilmOptions, read_options, write_options
+from ner_app.errors import NerAppError
 
 
-class WeightFileError(ValueError):
+class WeightFileError(NerAppError):
     """A weight file that does not fit the options or is not a weight file at all."""
 
 

@@ -7,13 +7,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ner_app.errors import MissingFileError, NerAppError
+
 DOCSTART = "-DOCSTART-"
 SPLITS = ("train", "valid", "test")
 # O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
 TAG_RE = re.compile(r"O|[BIES]-\S+")
 
 
-class ConllFormatError(ValueError):
+class ConllFormatError(NerAppError):
     """A CoNLL file that cannot be read; the message names the file, the line and what was expected."""
 
 
@@ -120,7 +122,7 @@ def load_local_splits(data_dir: str) -> Any:
     for name in SPLITS:
         path = os.path.join(data_dir, f"{name}.txt")
         if not os.path.isfile(path):
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
             )
         sentences = read_conll(path)
@@ -166,12 +168,12 @@ def load_hub_splits(hub_name: str) -> Any:
         for row, sentence_tags in enumerate(tags):  # read_conll checks local files; check these too
             for tag in sentence_tags:
                 if not TAG_RE.fullmatch(tag):
-                    raise ValueError(f"dataset '{hub_name}' split {key} row {row}: invalid tag {tag!r}")
+                    raise NerAppError(f"dataset '{hub_name}' split {key} row {row}: invalid tag {tag!r}")
         columns = {"tokens": ds["tokens"][:], "tags": tags, "doc": [0] * len(ds)}
         out[aliases[key]] = datasets.Dataset.from_dict(columns)
     missing = [name for name in SPLITS if name not in out]
     if missing:
-        raise ValueError(
+        raise MissingFileError(
             f"dataset '{hub_name}' has no {'/'.join(missing)} split with 'tokens' and 'ner_tags' (or 'tags')"
         )
     return datasets.DatasetDict(out)

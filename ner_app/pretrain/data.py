@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids, token_to_ids
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
@@ -76,11 +77,11 @@ def read_corpus(path: str | Path, max_tokens: int | None = None) -> Corpus:
                 if max_tokens is not None and len(tokens) >= max_tokens:
                     break
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: line {lineno + 1} is not UTF-8 text ({err.reason})") from None
+        raise NerAppError(f"{path}: line {lineno + 1} is not UTF-8 text ({err.reason})") from None
     except OSError as err:
-        raise OSError(f"{path}: cannot read corpus: {err.strerror or err}") from None
+        raise MissingFileError(f"{path}: cannot read corpus: {err.strerror or err}") from None
     if len(offsets) < 2:
-        raise ValueError(f"{path}: no sentences (expected one tokenised sentence per line)")
+        raise NerAppError(f"{path}: no sentences (expected one tokenised sentence per line)")
     if documents[-1] == len(offsets) - 1:  # trailing blank lines opened a document with no sentence
         documents.pop()
     return Corpus(
@@ -136,7 +137,7 @@ class StreamBatches:
         self.shuffle, self.seed = shuffle, seed
         self.stream_length = len(corpus.tokens) // batch_size  # tokens per row; the remainder is dropped
         if self.stream_length < 2 or unroll_steps < 1:
-            raise ValueError(
+            raise NerAppError(
                 f"corpus of {len(corpus.tokens)} tokens is too small for batch_size {batch_size} "
                 f"(each of the {batch_size} streams needs at least 2 tokens)"
             )
@@ -242,7 +243,7 @@ def read_sentences(path: str | Path) -> list[list[str]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
-        raise OSError(f"{path}: cannot read held-out text: {reason}") from None
+        raise MissingFileError(f"{path}: cannot read held-out text: {reason}") from None
     sample = [line.split() for line in lines[:200] if line.strip()]
     conll = bool(sample) and all(
         len(cols) >= 2 and (_NER_TAG.match(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample

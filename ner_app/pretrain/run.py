@@ -20,6 +20,7 @@ from pytorch_lightning.loggers import CSVLogger
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import atomic_path, save_bilm
 from ner_app.config import BilmPretrainConfig, save_config
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
@@ -63,9 +64,9 @@ def check_config(cfg: BilmPretrainConfig) -> None:
     }  # fmt: skip
     for key, value in positive.items():
         if value < 1:
-            raise ValueError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")
+            raise NerAppError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")
     if not 0.0 <= m.dropout < 1.0:
-        raise ValueError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
+        raise NerAppError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
 
 
 def bilm_options(cfg: BilmPretrainConfig) -> BilmOptions:
@@ -91,7 +92,7 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
     run_dir = Path(cfg.output_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
-        raise FileNotFoundError(f"--resume: no checkpoint at {last}")
+        raise MissingFileError(f"--resume: no checkpoint at {last}")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)

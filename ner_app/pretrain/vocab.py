@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN
+from ner_app.errors import MissingFileError, NerAppError
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)  # ids 0, 1, 2, as in the reference vocab files
@@ -55,8 +56,8 @@ class SoftmaxVocab:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except OSError as err:
-            raise OSError(f"{path}: cannot read vocabulary: {err.strerror}") from None
+            raise MissingFileError(f"{path}: cannot read vocabulary: {err.strerror}") from None
         try:
             return cls([line.strip() for line in lines if line.strip()])
         except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+            raise NerAppError(f"{path}: {err}") from None

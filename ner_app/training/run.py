@@ -18,6 +18,7 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.config import TrainConfig, save_config
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
+from ner_app.errors import MissingFileError
 from ner_app.export import build_tagger as build_spec_tagger
 from ner_app.export import export_model, make_spec
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -46,12 +47,12 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
     bilm, elmo_spec = None, None
     if e.enabled:
         if not e.options or not e.weights:
-            raise ValueError(
+            raise MissingFileError(
                 "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
             )
         for key, path in (("elmo.options", e.options), ("elmo.weights", e.weights)):
             if not Path(path).is_file():
-                raise FileNotFoundError(
+                raise MissingFileError(
                     f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
                     "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
                     "weights hdf5; elmo.enabled=false trains without ELMo."
@@ -128,7 +129,7 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     last = checkpoints / "last.ckpt"
     if resume and not last.is_file():
-        raise FileNotFoundError(f"--resume: no checkpoint at {last}")
+        raise MissingFileError(f"--resume: no checkpoint at {last}")
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:
