@@ -19,6 +19,8 @@ def _train(args: argparse.Namespace) -> int:
     from ner_app.training.run import run_training  # heavy imports after the config is known to be valid
 
     metrics = run_training(cfg, resume=args.resume)
+    if not metrics:  # a DDP rank other than 0: rank 0 reports
+        return 0
     print(
         f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}  ({cfg.output_dir}/metrics.json)"
     )

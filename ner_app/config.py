@@ -84,6 +84,9 @@ class TrainerConfig:
     patience: int = 10  # early stopping on dev entity F1
     precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
     accelerator: Accelerator = "auto"  # Lightning accelerator
+    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
+    num_nodes: int = 1  # machines (docs/scaling_out.md: torchrun or SLURM start one process per device)
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
     threads: int | None = None  # torch CPU threads; null = torch default
     log_every_n_steps: int = 50  # Lightning logging interval
     max_time_minutes: float | None = None  # stop training after this long (then report on the best epoch)

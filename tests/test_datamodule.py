@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.data.corpus import load_corpus
 from ner_app.data.datamodule import ConllDataModule, LengthBucketSampler, encode_batch
 from ner_app.data.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
+from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 
 TRAIN = """-DOCSTART- -X- O O
 
@@ -61,10 +63,26 @@ def write_folder(root: Path, columns: int = 4) -> Path:
     return root
 
 
-def make(data_dir: Path, **kw: object) -> ConllDataModule:
-    args = dict(scheme="BIOES", batch_size=2, eval_batch_size=2, lowercase=True, min_word_count=1, seed=0)
-    args.update(kw)
-    return ConllDataModule(data_dir=str(data_dir), **args)
+SIZES = TaggerSizes(
+    word_dim=4, char_dim=2, char_filters=3, char_width=3, lstm_hidden=4, lstm_layers=1, dropout=0.0
+)
+
+
+def make(
+    data_dir: Path | None = None,
+    hub_name: str | None = None,
+    scheme: str = "BIOES",
+    batch_size: int = 2,
+    eval_batch_size: int = 2,
+    lowercase: bool = True,
+    min_word_count: int = 1,
+) -> ConllDataModule:
+    """Config -> corpus -> spec -> DataModule, as train.py wires them."""
+    corpus = load_corpus(str(data_dir) if data_dir else None, hub_name, scheme)
+    train = corpus.splits["train"]
+    spec = TaggerSpec.from_training_data(SIZES, train.tokens, train.tags, corpus.scheme, corpus.source_scheme,
+                                         lowercase=lowercase, min_word_count=min_word_count)  # fmt: skip
+    return ConllDataModule(corpus, spec, batch_size=batch_size, eval_batch_size=eval_batch_size, seed=0)
 
 
 # --- vocabularies ---------------------------------------------------------------------------------------
@@ -164,6 +182,39 @@ def test_sampler_drop_last() -> None:
     assert len(batches) == len(sampler) == 62 and all(len(b) == 16 for b in batches)
 
 
+@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_sampler_shards_training_batches_disjointly_across_ranks(world: int, drop_last: bool) -> None:
+    def shard(rank: int, epoch: int) -> list[list[int]]:
+        sampler = LengthBucketSampler(LENGTHS, 16, shuffle=True, seed=5, drop_last=drop_last, num_replicas=world,
+                                      rank=rank)  # fmt: skip
+        sampler.set_epoch(epoch)
+        assert len(list(sampler)) == len(sampler)
+        return list(sampler)
+
+    single = LengthBucketSampler(LENGTHS, 16, shuffle=True, seed=5, drop_last=drop_last)
+    for epoch in (0, 1):
+        single.set_epoch(epoch)
+        shards = [shard(rank, epoch) for rank in range(world)]
+        assert shards == [shard(rank, epoch) for rank in range(world)]  # same seed and epoch: same order
+        assert len({len(s) for s in shards}) == 1  # every rank runs the same number of steps
+        seen = [i for s in shards for b in s for i in b]
+        assert len(seen) == len(set(seen))  # disjoint
+        kept = list(single)[: len(shards[0]) * world]  # the single-process epoch, cut to a multiple of world
+        assert sorted(seen) == sorted(i for b in kept for i in b)
+        assert [b for round_ in zip(*shards, strict=True) for b in round_] == kept  # round-robin order
+    assert shard(0, 0) != shard(0, 1)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sampler_evaluation_shards_cover_everything(world: int) -> None:
+    shards = [list(LengthBucketSampler(LENGTHS, 16, num_replicas=world, rank=r)) for r in range(world)]
+    assert len({len(s) for s in shards}) == 1
+    assert sorted({i for s in shards for b in s for i in b}) == list(range(len(LENGTHS)))
+    with pytest.raises(ValueError, match="rank must be in"):
+        LengthBucketSampler(LENGTHS, 16, num_replicas=2, rank=2)
+
+
 def test_lightning_sets_the_epoch() -> None:
     from lightning_fabric.utilities.data import _set_sampler_epoch
 
@@ -178,14 +229,12 @@ def test_lightning_sets_the_epoch() -> None:
 @pytest.mark.parametrize("columns", [4, 2])
 def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
     dm = make(write_folder(tmp_path / "data", columns))
-    dm.setup()
-    dm.setup()  # a second call (Lightning calls it per stage) does nothing
-    assert dm.source_scheme == "IOB1"
-    assert [len(dm.splits[s]) for s in ("train", "valid", "test")] == [4, 2, 2]
+    assert dm.corpus.source_scheme == "IOB1"
+    assert [len(dm.splits[s]) for s in ("train", "dev", "test")] == [4, 2, 2]
     assert dm.splits["train"].source_tags[3][3:6] == ["I-ORG", "I-ORG", "B-ORG"]
     assert dm.splits["train"].tags[3][2:6] == ["S-MISC", "B-ORG", "E-ORG", "S-ORG"]
-    assert dm.tag_vocab.itos[0] == "O" and len(dm.tag_vocab) == 17
-    assert "zywiec" not in dm.word_vocab and "bonn" in dm.word_vocab  # train only
+    assert dm.spec.tag_vocab.itos[0] == "O" and len(dm.spec.tag_vocab) == 17
+    assert "zywiec" not in dm.spec.word_vocab and "bonn" in dm.spec.word_vocab  # train only
 
     batches = list(dm.train_dataloader())
     assert sorted(i for b in batches for i in b["index"].tolist()) == [0, 1, 2, 3]
@@ -206,19 +255,22 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
 
     val = list(dm.val_dataloader())
     assert [b["index"].tolist() for b in val] == [[1, 0]]  # sorted by length, no shuffle
-    assert val[0]["words"][1].tolist() == [dm.word_vocab.stoi["peter"], dm.word_vocab.stoi["met"], 1]
-    decoded = dm.decode_tags(val[0]["tags"], val[0]["mask"])
+    assert val[0]["words"][1].tolist() == [
+        dm.spec.word_vocab.stoi["peter"],
+        dm.spec.word_vocab.stoi["met"],
+        1,
+    ]
+    decoded = dm.spec.decode_tags(val[0]["tags"], val[0]["mask"])
     assert decoded == [["S-LOC"], ["S-PER", "O", "S-ORG"]]
-    assert dm.to_source_scheme(decoded) == [["I-LOC"], ["I-PER", "O", "I-ORG"]]
-    assert dm.decode_tags([[13], [16, 0, 15]], val[0]["mask"]) == decoded  # CRF-style id lists
+    assert dm.spec.to_source_scheme(decoded) == [["I-LOC"], ["I-PER", "O", "I-ORG"]]
+    assert dm.spec.decode_tags([[13], [16, 0, 15]], val[0]["mask"]) == decoded  # CRF-style id lists
 
 
 def test_datamodule_bio_and_options(tmp_path: Path) -> None:
     dm = make(write_folder(tmp_path / "data"), scheme="BIO", lowercase=False)
-    dm.setup()
-    assert "Bonn" in dm.word_vocab and "bonn" not in dm.word_vocab
+    assert "Bonn" in dm.spec.word_vocab and "bonn" not in dm.spec.word_vocab
     assert dm.splits["train"].tags[3][2:6] == ["B-MISC", "B-ORG", "I-ORG", "B-ORG"]
-    assert dm.tag_vocab.itos == [
+    assert dm.spec.tag_vocab.itos == [
         "O",
         "B-LOC",
         "B-MISC",
@@ -230,22 +282,21 @@ def test_datamodule_bio_and_options(tmp_path: Path) -> None:
         "I-PER",
     ]
     rare = make(tmp_path / "data", min_word_count=2)
-    rare.setup()
-    assert len(rare.word_vocab) == 2  # no train token occurs twice: only <pad> and <unk>
-    assert next(iter(dm.dataloader("validation", batch_size=1)))["words"].shape[0] == 1
+    assert len(rare.spec.word_vocab) == 2  # no train token occurs twice: only <pad> and <unk>
+    assert next(iter(dm.dataloader("dev", batch_size=1)))["words"].shape[0] == 1
     with pytest.raises(KeyError, match="unknown split 'dev2'"):
         dm.dataloader("dev2")
 
 
 def test_datamodule_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="set data.dir"):
-        ConllDataModule()
+        make()
     with pytest.raises(ValueError, match="unknown tag scheme 'BILOU'"):
         make(tmp_path, scheme="BILOU")
     write_folder(tmp_path / "data")
     (tmp_path / "data" / "test.txt").unlink()
     with pytest.raises(FileNotFoundError, match=r"test\.txt: not found"):
-        make(tmp_path / "data").setup()
+        make(tmp_path / "data")
 
 
 def test_hub_offline_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,9 +304,8 @@ def test_hub_offline_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # nothing cached
-    dm = ConllDataModule(hub_name="conll2003")
     with pytest.raises(RuntimeError) as err:
-        dm.setup()
+        make(hub_name="conll2003")
     assert str(err.value) == (
         "could not download dataset 'conll2003' (offline?): "
         "set data.dir to a folder with train.txt, valid.txt, test.txt in CoNLL format"
@@ -281,12 +331,11 @@ def test_hub_format_with_class_labels(tmp_path: Path, monkeypatch: pytest.Monkey
         datasets.Dataset.from_dict(rows, features=features).to_parquet(
             str(tmp_path / "hub" / f"{split}.parquet")
         )
-    dm = ConllDataModule(hub_name=str(tmp_path / "hub"), scheme="BIOES", batch_size=4)
-    dm.setup()
-    assert dm.source_scheme == "IOB2"
-    assert dm.splits["valid"].tokens == [["John", "Smith", "lives"], ["in", "Paris"]]  # empty row dropped
-    assert dm.splits["valid"].tags == [["B-PER", "E-PER", "O"], ["O", "S-LOC"]]
-    assert dm.to_source_scheme(dm.splits["test"].tags) == [["B-PER", "I-PER", "O"], ["O", "B-LOC"]]
+    dm = make(hub_name=str(tmp_path / "hub"), scheme="BIOES", batch_size=4, eval_batch_size=64)
+    assert dm.corpus.source_scheme == "IOB2"
+    assert dm.splits["dev"].tokens == [["John", "Smith", "lives"], ["in", "Paris"]]  # empty row dropped
+    assert dm.splits["dev"].tags == [["B-PER", "E-PER", "O"], ["O", "S-LOC"]]
+    assert dm.spec.to_source_scheme(dm.splits["test"].tags) == [["B-PER", "I-PER", "O"], ["O", "B-LOC"]]
     assert next(iter(dm.test_dataloader()))["words"].shape == (2, 3)
 
 
@@ -299,15 +348,14 @@ CONLL = (
     not (CONLL / "train.txt").is_file(), reason=f"CoNLL-2003 not found in {CONLL} (set NER_SHARED)"
 )
 def test_real_conll2003() -> None:
-    dm = ConllDataModule(data_dir=str(CONLL), scheme="BIOES", batch_size=32, eval_batch_size=256)
-    dm.setup()
-    assert dm.source_scheme == "IOB1"
-    assert (len(dm.word_vocab), len(dm.char_vocab), len(dm.tag_vocab)) == (21_011, 86, 17)
-    valid = dm.splits["valid"]
+    dm = make(CONLL, scheme="BIOES", batch_size=32, eval_batch_size=256)
+    assert dm.corpus.source_scheme == "IOB1"
+    assert (len(dm.spec.word_vocab), len(dm.spec.char_vocab), len(dm.spec.tag_vocab)) == (21_011, 86, 17)
+    valid = dm.splits["dev"]
     predictions: list[list[str]] = [[] for _ in range(len(valid))]
     for batch in dm.val_dataloader():  # the gold tags, decoded and written back in file order
         for i, tags in zip(
-            batch["index"].tolist(), dm.decode_tags(batch["tags"], batch["mask"]), strict=True
+            batch["index"].tolist(), dm.spec.decode_tags(batch["tags"], batch["mask"]), strict=True
         ):
             predictions[i] = tags
-    assert dm.to_source_scheme(predictions) == valid.source_tags
+    assert dm.spec.to_source_scheme(predictions) == valid.source_tags

@@ -55,7 +55,7 @@ def test_export_command_from_checkpoint_equals_end_of_training_export(trained, t
     b, spec = load_export(tmp_path)
     for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert torch.equal(x, y), name
-    assert spec["source_scheme"] == "IOB1" and spec["scheme"] == "BIOES"
+    assert spec.source_scheme == "IOB1" and spec.scheme == "BIOES"
 
 
 def test_loading_an_export_runs_no_pickle(trained, monkeypatch):

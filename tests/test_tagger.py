@@ -88,10 +88,10 @@ def test_bf16_autocast_keeps_crf_in_fp32():
 
 
 def test_dropout_keeps_expectation_and_rate():
-    from ner_app.tagger.dropout import Dropout
+    from ner_app.tagger.dropout import RandMaskDropout
 
     torch.manual_seed(0)
-    drop = Dropout(0.5).train()
+    drop = RandMaskDropout(0.5).train()
     y = drop(torch.ones(200_000))
     assert set(y.unique().tolist()) == {0.0, 2.0}
     assert abs((y == 0).float().mean().item() - 0.5) < 0.01

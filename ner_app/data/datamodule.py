@@ -1,12 +1,10 @@
-"""Batches for the tagger: collate, a length-bucketed batch sampler and the LightningDataModule."""
+"""Batches for the tagger: encoding, collate, a length-bucketed (DDP-sharded) batch sampler, the LightningDataModule."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -14,14 +12,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ner_app.bilm.char_mapper import batch_to_ids
-from ner_app.errors import NerAppError
+from ner_app.bilm.layer_cache import LayerCache
+from ner_app.tagger.batch import Batch
+from ner_app.tagger.spec import TaggerSpec
 
-from .conll import SPLITS, load_hub_splits, load_local_splits
-from .schemes import convert, detect_scheme, normalize_scheme
-from .vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
+from .corpus import SPLITS, Corpus, Split
+from .vocab import Vocab
 
 MAX_WORD_CHARS = 30  # the tagger's char CNN sees at most this many characters of a token
-_SPLIT_ALIASES = {**{name: name for name in SPLITS}, "validation": "valid", "val": "valid", "dev": "valid"}
 
 
 def encode_batch(
@@ -32,7 +30,7 @@ def encode_batch(
     tag_vocab: Vocab | None = None,
     index: Sequence[int] | None = None,
     max_word_chars: int = MAX_WORD_CHARS,
-) -> dict[str, Any]:
+) -> Batch:
     """Tensors for a batch of non-empty tokenised sentences (and their tags in the training scheme).
 
     Keys: ``words`` (B, T), ``chars`` (B, T, W) with W the longest token capped at ``max_word_chars``,
@@ -56,7 +54,7 @@ def encode_batch(
             ids = char_vocab.encode(token[:width])
             chars[b, j, : len(ids)] = ids
 
-    out: dict[str, Any] = {
+    out: Batch = {
         "words": torch.from_numpy(words),
         "chars": torch.from_numpy(chars),
         "elmo_chars": batch_to_ids(sentences),  # (B, T, 50)
@@ -77,24 +75,18 @@ def encode_batch(
 
 
 class Collator:
-    """``collate_fn`` for ``(index, tokens, tags)`` items; a class so that worker processes can pickle it."""
+    """``collate_fn`` for ``(index, tokens, tags)`` items: encodes with the spec's vocabularies and, with a
+    layer cache, adds the frozen biLM's layers read from disk. A class so that worker processes can pickle it."""
 
-    def __init__(
-        self,
-        word_vocab: Vocab,
-        char_vocab: Vocab,
-        tag_vocab: Vocab,
-        max_word_chars: int,
-        layer_cache: Any = None,
-    ) -> None:
-        self.word_vocab, self.char_vocab, self.tag_vocab = word_vocab, char_vocab, tag_vocab
-        self.max_word_chars = max_word_chars
-        self.layer_cache = layer_cache  # a LayerCache: the frozen biLM's layers come from disk
+    def __init__(self, spec: TaggerSpec, layer_cache: LayerCache | None = None) -> None:
+        self.spec = spec
+        self.layer_cache = layer_cache
 
-    def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> dict[str, Any]:
+    def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> Batch:
         index, tokens, tags = zip(*items, strict=True)
+        spec = self.spec
         batch = encode_batch(
-            tokens, self.word_vocab, self.char_vocab, tags, self.tag_vocab, index, self.max_word_chars
+            tokens, spec.word_vocab, spec.char_vocab, tags, spec.tag_vocab, index, spec.max_word_chars
         )
         if self.layer_cache is not None:
             batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
@@ -108,6 +100,12 @@ class LengthBucketSampler(Sampler[list[int]]):
     within each chunk and cut into batches, and the batches are shuffled; the random generator is seeded
     with ``seed + epoch`` (``set_epoch``), so every epoch is reproducible. Without: batches in increasing
     length order. Every index occurs exactly once (``drop_last`` drops the one short batch, if any).
+
+    Under DDP (``num_replicas`` > 1) every rank builds the same batches of the epoch and takes every
+    ``num_replicas``-th one from ``rank`` on: the shares are disjoint. So that all ranks run the same number of
+    steps, a shuffled (training) epoch drops its last ``len % num_replicas`` batches, and an ordered
+    (evaluation) one repeats its first batches to fill the last round; evaluation keys its results by the
+    sentence ``index``, so a repeat changes nothing.
     """
 
     def __init__(
@@ -118,9 +116,14 @@ class LengthBucketSampler(Sampler[list[int]]):
         seed: int = 0,
         drop_last: bool = False,
         bucket_batches: int = 50,
+        num_replicas: int = 1,
+        rank: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank must be in [0, {num_replicas}), got {rank}")
+        self.num_replicas, self.rank = num_replicas, rank
         self.lengths = list(lengths)
         # private on purpose: Lightning re-creates samplers that have both batch_size and drop_last attributes
         # as cls(sampler, batch_size=..., drop_last=...), which this signature does not follow
@@ -140,8 +143,8 @@ class LengthBucketSampler(Sampler[list[int]]):
         """Select the shuffle of this epoch."""
         self.epoch = epoch
 
-    def batches(self) -> list[list[int]]:
-        """The batches of the current epoch."""
+    def all_batches(self) -> list[list[int]]:
+        """The batches of the current epoch over all ranks."""
         size, key = self._batch_size, self.lengths.__getitem__
         if not self.shuffle:
             order = sorted(range(len(self.lengths)), key=key)  # stable: ties stay in file order
@@ -160,25 +163,26 @@ class LengthBucketSampler(Sampler[list[int]]):
             batches = [b for b in batches if len(b) == size]
         return batches
 
+    def batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch."""
+        batches, world = self.all_batches(), self.num_replicas
+        if world == 1:
+            return batches
+        if self.shuffle:
+            batches = batches[: len(batches) - len(batches) % world]
+        else:
+            batches = batches + batches[: -len(batches) % world]
+        return batches[self.rank :: world]
+
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches())
 
     def __len__(self) -> int:
         n = len(self.lengths)
-        return n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
-
-
-@dataclass
-class Split:
-    """One split: tokens, tags in the training scheme, the original tags and document indices."""
-
-    tokens: list[list[str]]
-    tags: list[list[str]]
-    source_tags: list[list[str]]
-    docs: list[int]
-
-    def __len__(self) -> int:
-        return len(self.tokens)
+        total = n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
+        if self.shuffle:
+            return total // self.num_replicas
+        return math.ceil(total / self.num_replicas)
 
 
 class _SplitDataset(Dataset):
@@ -193,105 +197,56 @@ class _SplitDataset(Dataset):
 
 
 class ConllDataModule(pl.LightningDataModule):
-    """CoNLL NER data from a folder (``train.txt``, ``valid.txt``, ``test.txt``) or, when ``hub_name`` is
-    set, from the Hugging Face hub; tags are converted to the training ``scheme`` and vocabularies are
-    built from train only (``hub_name`` wins when both sources are set). After ``setup()``: ``word_vocab``,
-    ``char_vocab``, ``tag_vocab``, ``source_scheme`` (detected on train), ``splits`` and the dataloaders;
-    a batch's ``index`` is the position in ``splits[name]`` (file order for local files).
+    """Batches of a ``Corpus`` encoded with a ``TaggerSpec``: both are built before it and never changed by it.
+
+    Training batches are shuffled and length-bucketed; dev and test batches come in length order. Under DDP
+    the sampler gives every rank its own share (``LengthBucketSampler``). A batch's ``index`` is the
+    sentence's position in ``corpus.splits[name]`` (file order for local files). ``use_layer_cache`` makes
+    every later batch carry the frozen biLM's layers from disk.
     """
 
     def __init__(
         self,
-        data_dir: str | None = None,
-        hub_name: str | None = None,
-        scheme: str = "BIOES",
+        corpus: Corpus,
+        spec: TaggerSpec,
         batch_size: int = 32,
         eval_batch_size: int = 64,
-        lowercase: bool = True,
-        min_word_count: int = 1,
         num_workers: int = 0,
         seed: int = 0,
-        max_word_chars: int = MAX_WORD_CHARS,
-        max_sentences: int | None = None,
     ) -> None:
         super().__init__()
-        if not data_dir and not hub_name:
-            raise NerAppError("set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name")
-        normalize_scheme(scheme)  # fail early on an unknown scheme
-        self.save_hyperparameters()
-        self.data_dir, self.hub_name = data_dir, hub_name
-        self.scheme = scheme.upper()
+        self.corpus, self.spec = corpus, spec
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.lowercase, self.min_word_count = lowercase, min_word_count
-        self.num_workers, self.seed, self.max_word_chars = num_workers, seed, max_word_chars
-        self.max_sentences = max_sentences  # keep the first N sentences of each split (tiny runs)
-        self.num_trainable_words = 0  # word ids below this are train words; above, frozen pretrained words
-        self.layer_cache: Any = None  # set to a LayerCache to read the frozen biLM's layers from disk
-        self.datasets: Any = None  # datasets.DatasetDict: tokens, tags (original strings), doc
-        self.splits: dict[str, Split] = {}
-        self.source_scheme: str | None = None
-        self.word_vocab: Vocab | None = None
-        self.char_vocab: Vocab | None = None
-        self.tag_vocab: Vocab | None = None
+        self.num_workers, self.seed = num_workers, seed
+        self.layer_cache: LayerCache | None = None
 
-    def setup(self, stage: str | None = None) -> None:
-        """Load, convert and index the data (once; later calls do nothing)."""
-        if self.splits:
-            return
-        self.datasets = load_hub_splits(self.hub_name) if self.hub_name else load_local_splits(self.data_dir)
-        raw = {name: ds.to_dict() for name, ds in self.datasets.items()}
-        self.source_scheme = detect_scheme(raw["train"]["tags"])
-        for name, col in raw.items():
-            keep = [i for i, t in enumerate(col["tokens"]) if t]  # an empty row cannot be tagged
-            keep = keep[: self.max_sentences] if self.max_sentences is not None else keep
-            source_tags = [col["tags"][i] for i in keep]
-            self.splits[name] = Split(
-                tokens=[col["tokens"][i] for i in keep],
-                tags=[convert(t, self.source_scheme, self.scheme) for t in source_tags],
-                source_tags=source_tags,
-                docs=[col["doc"][i] for i in keep],
-            )
-        train = self.splits["train"]
-        self.word_vocab = build_word_vocab(train.tokens, self.lowercase, self.min_word_count)
-        self.num_trainable_words = len(self.word_vocab)
-        self.char_vocab = build_char_vocab(train.tokens)
-        self.tag_vocab = build_tag_vocab(train.tags, self.scheme)
-        for name in ("valid", "test"):
-            unseen = {t for tags in self.splits[name].tags for t in tags if t not in self.tag_vocab}
-            if unseen:
-                raise NerAppError(
-                    f"{name} has tags whose entity types never occur in train: {sorted(unseen)}"
-                )
+    @property
+    def splits(self) -> dict[str, Split]:
+        return self.corpus.splits
 
-    def extend_word_vocab(self, words: Sequence[str]) -> int:
-        """Append pretrained words (e.g. GloVe's) after the train words, so that a word unseen in train but
-        known to the pretrained vectors is not UNK. Ids from ``num_trainable_words`` on are these words.
-        Returns how many were added."""
-        base = self.word_vocab.itos[2:]
-        known = set(base)
-        extra = [w for w in dict.fromkeys(words) if w not in known]
-        counts = self.word_vocab.counts
-        self.word_vocab = Vocab(base + extra, specials=True, lowercase=self.lowercase)
-        self.word_vocab.counts = counts
-        return len(extra)
+    def use_layer_cache(self, cache: LayerCache) -> None:
+        """Read the frozen biLM's layers of every later batch from ``cache`` (which holds every sentence)."""
+        self.layer_cache = cache
+
+    def _replicas(self) -> tuple[int, int]:
+        """(number of ranks, this rank) when a Trainer runs this module, else (1, 0)."""
+        trainer = self.trainer
+        return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
     def dataloader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
-        """Batches of a split ("train", "valid" or "test"); train uses ``batch_size``, the others
+        """Batches of a split ("train", "dev" or "test"); train uses ``batch_size``, the others
         ``eval_batch_size`` unless ``batch_size`` is given."""
-        if split not in _SPLIT_ALIASES:
+        if split not in SPLITS:
             raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
-        if not self.splits:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        name = _SPLIT_ALIASES[split]
-        data = self.splits[name]
-        size = batch_size or (self.batch_size if name == "train" else self.eval_batch_size)
-        sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed)
+        data = self.splits[split]
+        size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
+        replicas, rank = self._replicas()
+        sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed,
+                                      num_replicas=replicas, rank=rank)  # fmt: skip
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,
-            collate_fn=Collator(
-                self.word_vocab, self.char_vocab, self.tag_vocab, self.max_word_chars, self.layer_cache
-            ),
+            collate_fn=Collator(self.spec, self.layer_cache),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
@@ -300,19 +255,7 @@ class ConllDataModule(pl.LightningDataModule):
         return self.dataloader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self.dataloader("valid")
+        return self.dataloader("dev")
 
     def test_dataloader(self) -> DataLoader:
         return self.dataloader("test")
-
-    def decode_tags(
-        self, tag_ids: torch.Tensor | Sequence[Sequence[int]], mask: torch.Tensor
-    ) -> list[list[str]]:
-        """Tag strings (training scheme) of ids (B, T) or of per-sentence id lists, cut to the mask (B, T)."""
-        lengths = mask.sum(dim=1).tolist()
-        rows = tag_ids.tolist() if isinstance(tag_ids, torch.Tensor) else tag_ids
-        return [self.tag_vocab.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
-
-    def to_source_scheme(self, tags: Sequence[Sequence[str]]) -> list[list[str]]:
-        """Tag sequences of the training scheme in the scheme of the data files (IOB1 for CoNLL-2003)."""
-        return [convert(t, self.scheme, self.source_scheme) for t in tags]

@@ -10,9 +10,10 @@ import torch
 
 from ner_app.data.datamodule import encode_batch
 from ner_app.data.schemes import convert, entities
-from ner_app.export import load_export, vocabularies
+from ner_app.export import load_export
 from ner_app.predict.tokenizer import sentences as split_sentences
 from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.spec import TaggerSpec
 
 MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
 
@@ -20,10 +21,10 @@ MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most
 class Predictor:
     """Tags tokenised sentences; returns tags in the training data's original scheme and per-token scores."""
 
-    def __init__(self, tagger: BiLstmCrfTagger, spec: dict[str, Any], batch_size: int = 64) -> None:
+    def __init__(self, tagger: BiLstmCrfTagger, spec: TaggerSpec, batch_size: int = 64) -> None:
         self.tagger, self.spec, self.batch_size = tagger.eval(), spec, batch_size
-        self.words, self.chars, self.tags = vocabularies(spec)
-        self.scheme, self.source_scheme = spec["scheme"], spec["source_scheme"]
+        self.words, self.chars, self.tags = spec.word_vocab, spec.char_vocab, spec.tag_vocab
+        self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.device = next(tagger.parameters()).device
 
     @classmethod
@@ -47,7 +48,7 @@ class Predictor:
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             batch = encode_batch([pieces[p][1] for p in chunk], self.words, self.chars,
-                                 max_word_chars=self.spec["max_word_chars"])  # fmt: skip
+                                 max_word_chars=self.spec.max_word_chars)  # fmt: skip
             batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             emissions = self.tagger.emissions(batch)
             paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)

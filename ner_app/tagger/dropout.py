@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 
-class Dropout(nn.Module):
+class RandMaskDropout(nn.Module):
     """Inverted dropout: zero each element with probability p and scale the rest by 1 / (1 - p).
 
     The same distribution as ``nn.Dropout``; drawing the mask with ``torch.rand`` is about twice as fast on

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.elmo import Elmo
+from ner_app.tagger.batch import Batch
 from ner_app.tagger.char_features import WordCharCNN
+from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.crf import CRF
-from ner_app.tagger.dropout import Dropout
+from ner_app.tagger.dropout import RandMaskDropout
+from ner_app.tagger.spec import SpecError, TaggerSpec
+
+BILM_PREFIX = "elmo.bilm."  # state-dict keys of the frozen biLM, which lives in its own files
 
 
 class BiLstmCrfTagger(nn.Module):
@@ -41,7 +49,7 @@ class BiLstmCrfTagger(nn.Module):
         self.char_cnn = WordCharCNN(num_chars, char_dim, char_filters, char_width)
         self.elmo = elmo
         input_dim = word_dim + char_filters + (elmo.output_dim if elmo is not None else 0)
-        self.dropout = Dropout(dropout)
+        self.dropout = RandMaskDropout(dropout)
         # One bidirectional LSTM per layer, with our dropout between layers (what nn.LSTM's dropout does).
         sizes = [input_dim] + [2 * lstm_hidden] * (lstm_layers - 1)
         self.lstm = nn.ModuleList(
@@ -49,6 +57,39 @@ class BiLstmCrfTagger(nn.Module):
         )
         self.output = nn.Linear(2 * lstm_hidden, num_tags)
         self.crf = CRF(num_tags, allowed)
+
+    @classmethod
+    def from_spec(cls, spec: TaggerSpec, bilm: BidirectionalLM | None) -> BiLstmCrfTagger:
+        """A freshly initialised tagger of the spec's shape (weights are loaded separately)."""
+        elmo = None
+        if spec.elmo is not None:
+            if bilm is None:
+                raise SpecError("this tagger was trained with ELMo: a biLM is needed to build it")
+            elmo = Elmo(bilm, dropout=spec.elmo.dropout, do_layer_norm=spec.elmo.do_layer_norm)
+        trainable = spec.num_trainable_words
+        return cls(
+            num_words=trainable, frozen_words=len(spec.word_vocab) - trainable, num_chars=len(spec.char_vocab),
+            num_tags=len(spec.tag_vocab), elmo=elmo, allowed=allowed_transitions(spec.tag_vocab.itos, spec.scheme),
+            **dataclasses.asdict(spec.sizes),
+        )  # fmt: skip
+
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """The tensors training changes: everything but the frozen biLM (which lives in its own files)."""
+        return {
+            k: v.detach().cpu().contiguous()
+            for k, v in self.state_dict().items()
+            if not k.startswith(BILM_PREFIX)
+        }
+
+    def load_trained_state(self, state: dict[str, torch.Tensor], source: str) -> None:
+        """Load ``trained_state``'s tensors (the biLM's, if present, must equal this one's); ``SpecError``
+        names ``source`` when they do not fit this tagger."""
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith(BILM_PREFIX)]
+        if missing or unexpected:
+            raise SpecError(
+                f"{source}: tensors do not fit the tagger spec (missing {missing}, unexpected {unexpected})"
+            )
 
     def init_word_embeddings(self, vectors: torch.Tensor) -> None:
         """Copy pretrained vectors (V, word_dim), e.g. GloVe: train words first, then the frozen words."""
@@ -66,7 +107,7 @@ class BiLstmCrfTagger(nn.Module):
         frozen = nn.functional.embedding((words - n).clamp(min=0), self.frozen_word_vectors)
         return torch.where((words >= n)[..., None], frozen, trainable)
 
-    def elmo_representation(self, batch: dict) -> torch.Tensor:
+    def elmo_representation(self, batch: Batch) -> torch.Tensor:
         """ELMo_k (B, T, 2P): from cached layers when the batch has them (``elmo_layers``, L+1 x (B, T+2, 2P),
         and ``elmo_mask``), else by running the frozen biLM on ``elmo_chars``."""
         assert self.elmo is not None
@@ -74,7 +115,7 @@ class BiLstmCrfTagger(nn.Module):
             return self.elmo.mix(batch["elmo_layers"], batch["elmo_mask"]).representations[0]
         return self.elmo(char_ids=batch["elmo_chars"]).representations[0]
 
-    def emissions(self, batch: dict) -> torch.Tensor:
+    def emissions(self, batch: Batch) -> torch.Tensor:
         """Batch with words (B, T), chars (B, T, W), mask (B, T) and elmo_chars (B, T, 50) or cached elmo_layers
         -> emission scores (B, T, K)."""
         mask = batch["mask"]
@@ -93,7 +134,7 @@ class BiLstmCrfTagger(nn.Module):
             )  # (B, T, 2H)
         return self.output(self.dropout(h))
 
-    def loss(self, batch: dict, l2_coef: float = 0.0) -> torch.Tensor:
+    def loss(self, batch: Batch, l2_coef: float = 0.0) -> torch.Tensor:
         """Summed negative log-likelihood over the batch plus l2_coef * ||w||^2 on the ELMo mix weights."""
         nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"]).sum()
         if self.elmo is not None and l2_coef:
@@ -101,6 +142,6 @@ class BiLstmCrfTagger(nn.Module):
         return nll
 
     @torch.no_grad()
-    def decode(self, batch: dict) -> torch.Tensor:
+    def decode(self, batch: Batch) -> torch.Tensor:
         """Viterbi tag ids (B, T), 0 at padded positions."""
         return self.crf.decode(self.emissions(batch), batch["mask"])[0]

@@ -1,67 +1,64 @@
-"""Callbacks: atomic checkpoints and per-epoch throughput."""
+"""Callbacks: the frozen-layer cache, filled once per node before the first batch, and throughput.
+
+Lightning already writes checkpoints atomically (``TorchCheckpointIO`` saves through an fsspec transaction:
+a temporary file renamed into place) and ships a throughput monitor, so neither is reimplemented here.
+"""
 
 from __future__ import annotations
 
-import os
+import logging
 import time
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, ThroughputMonitor
+
+from ner_app.bilm.layer_cache import LayerCache
+from ner_app.data.datamodule import ConllDataModule
+from ner_app.tagger.batch import Batch
+from ner_app.training.module import TaggerModule
+
+log = logging.getLogger("ner_app")
 
 
-class AtomicModelCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint that writes to a temporary file and renames it, so a crash never leaves half a file."""
+class LayerCacheFill(Callback):
+    """Before the first loop: local rank 0 of every node computes the frozen biLM's layers of every sentence
+    the cache in ``directory`` does not hold yet, on its own device; after a barrier every rank opens the
+    cache and the DataModule's batches carry the layers from then on (docs/scaling_out.md)."""
 
-    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
-        tmp = f"{filepath}.tmp"
-        trainer.save_checkpoint(tmp, self.save_weights_only)
-        if trainer.is_global_zero:
-            os.replace(tmp, filepath)
-        self._last_global_step_saved = trainer.global_step
-        self._last_checkpoint_saved = filepath
-        for logger in trainer.loggers:
-            logger.after_save_checkpoint(self)
+    def __init__(self, directory: str, batch_size: int = 64) -> None:
+        self.directory, self.batch_size = directory, batch_size
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        dm = trainer.datamodule
+        assert isinstance(pl_module, TaggerModule) and isinstance(dm, ConllDataModule)
+        elmo = pl_module.tagger.elmo
+        if elmo is None or dm.layer_cache is not None:  # no biLM, or already filled by an earlier stage
+            return
+        bilm, fingerprint = elmo.bilm, pl_module.spec.elmo.fingerprint if pl_module.spec.elmo else ""
+        if trainer.local_rank == 0:
+            cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
+            sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
+            device, start = trainer.strategy.root_device, time.perf_counter()
+            home = next(bilm.parameters()).device
+            computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
+                                  progress=trainer.is_global_zero)  # fmt: skip
+            bilm.to(home)
+            log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
+                     self.directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
+        trainer.strategy.barrier("layer cache filled")
+        if trainer.local_rank != 0:  # opened after the fill, so that it sees every sentence
+            cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
+        dm.use_layer_cache(cache)
 
 
-class ThroughputMonitor(Callback):
-    """Logs sentences/s and tokens/s of every training epoch and every validation pass."""
+def throughput_monitor(window_batches: int = 20) -> ThroughputMonitor:
+    """Lightning's monitor, counting sentences (samples) and tokens (items) of every batch; it logs
+    ``train/device/samples_per_sec`` and ``train/device/items_per_sec`` over the last ``window_batches``."""
 
-    def __init__(self) -> None:
-        self._start = {"train": 0.0, "val": 0.0}
-        self._counts = {"train": [0, 0], "val": [0, 0]}
+    def sentences(batch: Batch) -> int:
+        return len(batch["tokens"])
 
-    def _begin(self, phase: str) -> None:
-        self._start[phase] = time.perf_counter()
-        self._counts[phase] = [0, 0]
+    def tokens(batch: Batch) -> int:
+        return int(batch["mask"].sum())
 
-    def _add(self, phase: str, batch: dict) -> None:
-        self._counts[phase][0] += len(batch["tokens"])
-        self._counts[phase][1] += int(batch["mask"].sum())
-
-    def _end(self, phase: str, pl_module: pl.LightningModule) -> None:
-        seconds = max(time.perf_counter() - self._start[phase], 1e-9)
-        sentences, tokens = self._counts[phase]
-        if sentences:
-            pl_module.log_dict({f"{phase}_sent_per_s": sentences / seconds, f"{phase}_tok_per_s": tokens / seconds,
-                                f"{phase}_epoch_s": seconds})  # fmt: skip
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._begin("train")
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
-        self._add("train", batch)
-
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end("train", pl_module)
-
-    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._begin("val")
-
-    def on_validation_batch_end(
-        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
-    ) -> None:  # noqa: ANN001
-        self._add("val", batch)
-
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self._end("val", pl_module)
+    return ThroughputMonitor(batch_size_fn=sentences, length_fn=tokens, window_size=window_batches)

@@ -1,0 +1,236 @@
+"""``TaggerSpec``: everything that defines a trained tagger except its weights, as one frozen value.
+
+It is built once from the config and the training data (``TaggerSpec.from_training_data``) and is the single
+input of the model builder (``BiLstmCrfTagger.from_spec``), of the batch encoding, of export and of predict.
+``to_json``/``from_json`` round-trip it exactly; ``from_json`` also reads the untyped ``tagger.json`` of
+exports written before it existed (format ``ner_app.tagger/1``) and refuses anything else in one line that
+names the key. See docs/scaling_out.md for how the spec travels through a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ner_app.data.schemes import convert
+from ner_app.data.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
+from ner_app.errors import NerAppError
+
+SPEC_FORMAT = "ner_app.tagger/2"
+READABLE_FORMATS = ("ner_app.tagger/1", SPEC_FORMAT)  # /1: the same layout, written as an untyped dict
+
+
+class SpecError(NerAppError):
+    """A ``tagger.json`` (or the spec inside a checkpoint) that does not describe a tagger."""
+
+
+@dataclass(frozen=True)
+class TaggerSizes:
+    """The tagger's size arguments (``BiLstmCrfTagger``'s keyword arguments of the same names)."""
+
+    word_dim: int
+    char_dim: int
+    char_filters: int
+    char_width: int
+    lstm_hidden: int
+    lstm_layers: int
+    dropout: float
+
+
+@dataclass(frozen=True)
+class VocabSpec:
+    """A vocabulary as data: its entries without the specials, in id order (``Vocab.to_dict``'s layout)."""
+
+    tokens: tuple[str, ...]
+    specials: bool
+    lowercase: bool
+
+    @classmethod
+    def of(cls, vocab: Vocab) -> VocabSpec:
+        d = vocab.to_dict()
+        return cls(tuple(d["tokens"]), d["specials"], d["lowercase"])
+
+    def build(self) -> Vocab:
+        return Vocab(self.tokens, specials=self.specials, lowercase=self.lowercase)
+
+
+@dataclass(frozen=True)
+class ElmoRef:
+    """The frozen biLM a tagger was trained with: its files, the fingerprint of its weights, and the mix's
+    dropout and layer norm."""
+
+    options: str
+    weights: str
+    fingerprint: str
+    dropout: float
+    do_layer_norm: bool
+
+
+@dataclass(frozen=True)
+class TaggerSpec:
+    """Sizes, vocabularies, tag schemes (training ``scheme``, ``source_scheme`` of the data files) and biLM."""
+
+    sizes: TaggerSizes
+    words: VocabSpec
+    num_trainable_words: int  # word ids below this are train words; the rest are frozen pretrained words
+    chars: VocabSpec
+    tags: VocabSpec
+    scheme: str
+    source_scheme: str
+    max_word_chars: int
+    elmo: ElmoRef | None
+
+    # ------------------------------------------------------------------------------ building
+    @classmethod
+    def from_training_data(
+        cls,
+        sizes: TaggerSizes,
+        train_tokens: Sequence[Sequence[str]],
+        train_tags: Sequence[Sequence[str]],
+        scheme: str,
+        source_scheme: str,
+        lowercase: bool = True,
+        min_word_count: int = 1,
+        pretrained_words: Iterable[str] = (),
+        max_word_chars: int = 30,
+        elmo: ElmoRef | None = None,
+    ) -> TaggerSpec:
+        """Vocabularies from the training split (tags already in ``scheme``); ``pretrained_words`` (e.g.
+        GloVe's) unseen in train follow the train words as frozen entries, so they are not <unk>."""
+        words = build_word_vocab(train_tokens, lowercase, min_word_count)
+        known = set(words.itos)
+        extra = [w for w in dict.fromkeys(words.normalize(w) for w in pretrained_words) if w not in known]
+        entries = tuple(words.itos[2:]) + tuple(extra)
+        return cls(
+            sizes=sizes, words=VocabSpec(entries, True, lowercase), num_trainable_words=len(words),
+            chars=VocabSpec.of(build_char_vocab(train_tokens)), tags=VocabSpec.of(build_tag_vocab(train_tags, scheme)),
+            scheme=scheme, source_scheme=source_scheme, max_word_chars=max_word_chars, elmo=elmo,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------------------ derived values
+    @functools.cached_property
+    def word_vocab(self) -> Vocab:
+        return self.words.build()
+
+    @functools.cached_property
+    def char_vocab(self) -> Vocab:
+        return self.chars.build()
+
+    @functools.cached_property
+    def tag_vocab(self) -> Vocab:
+        return self.tags.build()
+
+    def decode_tags(
+        self, tag_ids: torch.Tensor | Sequence[Sequence[int]], mask: torch.Tensor
+    ) -> list[list[str]]:
+        """Tag strings (training scheme) of ids (B, T) or of per-sentence id lists, cut to the mask (B, T)."""
+        lengths = mask.sum(dim=1).tolist()
+        rows = tag_ids.tolist() if isinstance(tag_ids, torch.Tensor) else tag_ids
+        return [self.tag_vocab.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
+
+    def to_source_scheme(self, tags: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Tag sequences of the training scheme in the scheme of the data files (IOB1 for CoNLL-2003)."""
+        return [convert(t, self.scheme, self.source_scheme) for t in tags]
+
+    # ------------------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data (``from_json`` inverts it exactly)."""
+
+        def vocab(v: VocabSpec) -> dict[str, Any]:
+            return {"tokens": list(v.tokens), "specials": v.specials, "lowercase": v.lowercase}
+
+        return {
+            "format": SPEC_FORMAT,
+            "model": dataclasses.asdict(self.sizes),
+            "elmo": dataclasses.asdict(self.elmo) if self.elmo is not None else None,
+            "vocab": {
+                "words": vocab(self.words),
+                "num_trainable_words": self.num_trainable_words,
+                "chars": vocab(self.chars),
+                "tags": vocab(self.tags),
+            },  # fmt: skip
+            "scheme": self.scheme,
+            "source_scheme": self.source_scheme,
+            "max_word_chars": self.max_word_chars,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "tagger spec") -> TaggerSpec:
+        """Read ``to_json``'s output, or an older export's ``tagger.json``; ``SpecError`` names what is wrong."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"{source}: expected a JSON object, found {type(data).__name__}")
+        fmt = data.get("format")
+        if fmt not in READABLE_FORMATS:
+            raise SpecError(
+                f"{source}: tagger spec format {fmt!r} is not one this version reads "
+                f"({', '.join(READABLE_FORMATS)}); export the model again with this version"
+            )
+        vocab = _object(data, "vocab", source)
+        flat = {
+            "sizes": data.get("model"), "elmo": data.get("elmo"), "words": vocab.get("words"),
+            "num_trainable_words": vocab.get("num_trainable_words"), "chars": vocab.get("chars"),
+            "tags": vocab.get("tags"), "scheme": data.get("scheme"), "source_scheme": data.get("source_scheme"),
+            "max_word_chars": data.get("max_word_chars"),
+        }  # fmt: skip
+        where = {"sizes": "model", "words": "vocab.words", "chars": "vocab.chars", "tags": "vocab.tags",
+                 "num_trainable_words": "vocab.num_trainable_words"}  # fmt: skip
+        values = {
+            name: _typed(hint, flat[name], where.get(name, name), source)
+            for name, hint in typing.get_type_hints(cls).items()
+        }
+        spec = cls(**values)
+        if len(set(spec.words.tokens)) != len(spec.words.tokens) or not 0 < spec.num_trainable_words <= len(
+            spec.word_vocab
+        ):
+            raise SpecError(
+                f"{source}: vocab.words has duplicates or vocab.num_trainable_words is out of range"
+            )
+        return spec
+
+
+def _object(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{source}: key '{key}': expected an object, found {type(value).__name__}")
+    return value
+
+
+def _typed(hint: Any, value: Any, key: str, source: str) -> Any:
+    """``value`` checked against ``hint`` (int, float, bool, str, tuple[str, ...], a frozen dataclass or
+    Optional of one); a ``SpecError`` naming ``key`` otherwise."""
+    args = typing.get_args(hint)
+    if type(None) in args:
+        return None if value is None else _typed(args[0], value, key, source)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise SpecError(f"{source}: key '{key}': expected an object, found {_found(value)}")
+        names = {f.name for f in dataclasses.fields(hint)}
+        if set(value) != names:
+            raise SpecError(
+                f"{source}: key '{key}': expected the keys {sorted(names)}, found {sorted(value)}"
+            )
+        hints = typing.get_type_hints(hint)
+        return hint(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(names)})
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SpecError(f"{source}: key '{key}': expected a list of strings, found {_found(value)}")
+        return tuple(value)
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }[hint]
+    if not ok:
+        raise SpecError(f"{source}: key '{key}': expected {hint.__name__}, found {_found(value)}")
+    return float(value) if hint is float else value
+
+
+def _found(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
