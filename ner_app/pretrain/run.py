@@ -14,7 +14,7 @@ from typing import Any
 import h5py
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
 from ner_app.bilm.options import BilmOptions
@@ -24,7 +24,6 @@ from ner_app.errors import MissingFileError, NerAppError
 from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
-from ner_app.training.callbacks import AtomicModelCheckpoint
 from ner_app.training.devices import choose_precision
 
 log = logging.getLogger("ner_app")
@@ -125,7 +124,7 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
         "biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab)
     )
     accelerator, precision = choose_precision(cfg.train.accelerator, cfg.train.precision)
-    checkpoint = AtomicModelCheckpoint(
+    checkpoint = ModelCheckpoint(  # Lightning writes checkpoints atomically (temp file + rename)
         dirpath=last.parent,
         save_top_k=0,
         save_last=True,
