@@ -89,3 +89,16 @@ def test_missing_bilm_says_how_to_get_one(tmp_path, capsys):
     assert run(tmp_path, "tiny.yaml", f"elmo.options={tmp_path / 'none.json'}") == 2
     err = capsys.readouterr().err
     assert "elmo.options:" in err and "does not exist. Pretrain a biLM" in err
+
+
+def test_bf16_mixed_on_cpu_trains_to_f1_one(tmp_path, tiny_bilm_files):
+    # CPU autocast in bfloat16: the closest CPU stand-in for the GPU path (bf16-mixed, layer cache on).
+    overrides = [
+        "trainer.accelerator=cpu",
+        "trainer.precision=bf16-mixed",
+        "trainer.enable_progress_bar=false",
+    ]
+    assert run(tmp_path, "tiny.yaml", *overrides, bilm=tiny_bilm_files) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
+    assert "bf16-mixed" in (tmp_path / "run" / "config.yaml").read_text()
