@@ -90,7 +90,8 @@ def export_checkpoint(checkpoint_path: str | Path, output_dir: str | Path) -> Pa
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a bad file; report one clear line
-        raise ExportError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+        first = (str(err).strip().splitlines() or [""])[0]  # torch's messages run over many lines
+        raise ExportError(f"{path}: not a readable checkpoint ({type(err).__name__}: {first})") from None
     if not isinstance(checkpoint.get("ner_app"), dict):
         raise ExportError(f"{path}: no ner_app tagger spec in this checkpoint (was it written by train.py?)")
     spec = TaggerSpec.from_json(checkpoint["ner_app"], f"{path} (tagger spec)")
