@@ -272,7 +272,7 @@ def _convert(tp: Any, value: Any, key: str, ctx: _Ctx, shown: Any = None) -> Any
             raise ctx.error(key, f"expected one of {allowed}, found {_found(value)}")
         return value
     if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key, ctx)
+        return _build(typing.cast(type, tp), value, key, ctx)
     if origin is list:
         if not isinstance(value, list | tuple):
             raise ctx.error(key, expected)
@@ -307,7 +307,7 @@ def _build(cls: type[_T], data: Any, prefix: str, ctx: _Ctx) -> _T:
         where = f"in '{prefix}'" if prefix else "at the top level"
         known = ", ".join(sorted(fields))
         raise ConfigError(f"{ctx.source(key)}: unknown key '{key}' (known keys {where}: {known})")
-    hints = _hints(cls)
+    hints = _hints(typing.cast(Any, cls))
     kwargs = {}
     for name, f in fields.items():
         key = f"{prefix}.{name}" if prefix else name

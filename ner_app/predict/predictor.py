@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lightning_fabric.utilities.apply_func import move_data_to_device
 
 from ner_app.data.datamodule import encode_batch
 from ner_app.data.schemes import convert, entities
@@ -49,7 +50,7 @@ class Predictor:
             chunk = order[start : start + self.batch_size]
             batch = encode_batch([pieces[p][1] for p in chunk], self.words, self.chars,
                                  max_word_chars=self.spec.max_word_chars)  # fmt: skip
-            batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            batch = move_data_to_device(batch, self.device)
             emissions = self.tagger.emissions(batch)
             paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)
             marginals = self.tagger.crf.marginals(emissions, batch["mask"])  # (B, T, K)

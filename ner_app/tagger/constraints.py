@@ -48,7 +48,7 @@ def _bioes(prev: tuple[str, str] | None, cur: tuple[str, str] | None) -> bool:
     if cur is None:
         return not prev_open
     if cur[0] in "IE":
-        return prev_open and prev[1] == cur[1]
+        return prev is not None and prev_open and prev[1] == cur[1]
     return not prev_open
 
 

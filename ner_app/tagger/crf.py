@@ -24,6 +24,10 @@ class CRF(nn.Module):
     ``end_transitions`` score the first and the last tag of a sentence.
     """
 
+    start_allowed: Tensor | None  # bool buffers (K,), (K, K), (K,), or None without constraints
+    trans_allowed: Tensor | None
+    end_allowed: Tensor | None
+
     def __init__(self, num_tags: int, allowed: tuple[Tensor, Tensor, Tensor] | None = None) -> None:
         super().__init__()
         if num_tags < 1:
@@ -55,7 +59,7 @@ class CRF(nn.Module):
     def _scores(self) -> tuple[Tensor, Tensor, Tensor]:
         """Start (K,), transition (K, K) and end (K,) scores with forbidden entries set to ``FORBIDDEN``."""
         start, trans, end = self.start_transitions, self.transitions, self.end_transitions
-        if self.trans_allowed is None:
+        if self.start_allowed is None or self.trans_allowed is None or self.end_allowed is None:
             return start, trans, end
         # torch.where, not in-place masking: the forbidden parameters simply get zero gradient.
         return (
@@ -172,12 +176,12 @@ class CRF(nn.Module):
             # beta_t(i): log-sum over all continuations after tag i at step t, end transition included.
             # A row's last step (its next step is padding) starts from the end scores.
             beta = end.expand_as(emissions[:, 0])  # (B, K)
-            betas = [beta]
+            beta_list = [beta]
             for t in range(emissions.size(1) - 2, -1, -1):
                 nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
                 beta = torch.where(mask[:, t + 1, None], nxt, end)
-                betas.append(beta)
-            betas = torch.stack(betas[::-1], dim=1)  # (B, T, K)
+                beta_list.append(beta)
+            betas = torch.stack(beta_list[::-1], dim=1)  # (B, T, K)
 
             probs = torch.exp(alphas + betas - log_z[:, None, None])
             return probs.masked_fill(~mask.unsqueeze(2), 0.0)

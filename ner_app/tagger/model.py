@@ -26,6 +26,8 @@ class BiLstmCrfTagger(nn.Module):
     ``elmo`` is optional (the baseline has none). ``allowed`` are the CRF's scheme constraints.
     """
 
+    frozen_word_vectors: torch.Tensor  # buffer (V - num_words, word_dim)
+
     def __init__(
         self,
         num_words: int,

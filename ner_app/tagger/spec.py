@@ -216,7 +216,8 @@ def _typed(hint: Any, value: Any, key: str, source: str) -> Any:
                 f"{source}: key '{key}': expected the keys {sorted(names)}, found {sorted(value)}"
             )
         hints = typing.get_type_hints(hint)
-        return hint(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(names)})
+        cls: Any = hint
+        return cls(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(names)})
     if typing.get_origin(hint) is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise SpecError(f"{source}: key '{key}': expected a list of strings, found {_found(value)}")

@@ -29,7 +29,7 @@ class LayerCacheFill(Callback):
         self.directory, self.batch_size = directory, batch_size
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        dm = trainer.datamodule
+        dm = getattr(trainer, "datamodule", None)  # a property Lightning's type stubs do not declare
         assert isinstance(pl_module, TaggerModule) and isinstance(dm, ConllDataModule)
         elmo = pl_module.tagger.elmo
         if elmo is None or dm.layer_cache is not None:  # no biLM, or already filled by an earlier stage

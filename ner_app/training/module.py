@@ -136,7 +136,7 @@ class TaggerModule(pl.LightningModule):
         # Plain tensors, lists and numbers only, so the checkpoint loads with torch.load(weights_only=True).
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
-            "numpy": [name, keys.tolist(), pos, has_gauss, cached],
+            "numpy": [name, np.asarray(keys).tolist(), pos, has_gauss, cached],
             "python": list(random.getstate()),
         }
 

@@ -63,7 +63,7 @@ def write_predictions(
     predicted: Sequence[Sequence[str]],
 ) -> None:
     """One ``token gold predicted`` line per token, a blank line between sentences (conlleval's input)."""
-    lines = []
+    lines: list[str] = []
     for sentence, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
         lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
         lines.append("")
