@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import train
 from ner_app.__main__ import main
@@ -68,3 +69,10 @@ def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "run_training", broken)
     with pytest.raises(ZeroDivisionError, match="a bug"):
         main(["train", "--config", str(ROOT / "configs/tiny.yaml")])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this runs the whole check")
+def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu_check.py")], capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0 and "no CUDA device" in result.stdout
