@@ -96,7 +96,7 @@ def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
     from ner_app.config import BilmPretrainConfig, load_config
 
     t = load_config(ROOT / "configs/bilm_news.yaml", schema=BilmPretrainConfig).train
-    rate = last_logged(out / "logs" / "version_0" / "metrics.csv", "tokens_per_s")
+    rate = last_logged(out / "logs" / "version_0" / "metrics.csv", "train_tok_per_s")
     shown = f"{rate:,.0f} tokens/s (logged)" if rate else f"{steps * t.batch_size * t.unroll_steps * 2 / seconds:,.0f} tokens/s (wall, both directions)"  # fmt: skip
     return [f"pretrain bilm_news.yaml ({steps} steps)", shown, f"{seconds:.0f} s with start-up"]
 
