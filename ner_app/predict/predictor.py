@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-from lightning_fabric.utilities.apply_func import move_data_to_device
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
 
-from ner_app.data.datamodule import encode_batch
+from ner_app.data.datamodule import LengthBucketSampler, encode_batch
 from ner_app.data.schemes import convert, entities
 from ner_app.export import load_export
 from ner_app.predict.tokenizer import sentences as split_sentences
+from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
+from ner_app.training.module import TaggerModule
 
 MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
 
@@ -27,13 +31,35 @@ class Predictor:
         self.words, self.chars, self.tags = spec.word_vocab, spec.char_vocab, spec.tag_vocab
         self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.device = next(tagger.parameters()).device
+        self._module = TaggerModule(tagger, spec, gold={})
+        self._predict_trainer: pl.Trainer | None = None
 
     @classmethod
     def from_export(cls, export_dir: str | Path, device: str = "cpu", batch_size: int = 64) -> Predictor:
         tagger, spec = load_export(export_dir, device)
         return cls(tagger, spec, batch_size)
 
-    @torch.inference_mode()
+    def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
+        index, tokens = zip(*items, strict=True)
+        return encode_batch(
+            tokens, self.words, self.chars, index=index, max_word_chars=self.spec.max_word_chars
+        )
+
+    def _trainer(self) -> pl.Trainer:
+        """Lightning's predict loop on the tagger's device (made once, on first use)."""
+        if self._predict_trainer is None:
+            # Predict prints tags, not Lightning's start-up notes; its warnings about our sampler are known.
+            for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+            warnings.filterwarnings("ignore", message="You are using a custom batch sampler")
+            warnings.filterwarnings("ignore", message=".*treespec, LeafSpec")  # Lightning 2.6 on torch 2.13
+            accelerator = "gpu" if self.device.type == "cuda" else "cpu"
+            self._predict_trainer = pl.Trainer(
+                accelerator=accelerator, devices=1, logger=False, enable_progress_bar=False,
+                enable_checkpointing=False, enable_model_summary=False,
+            )  # fmt: skip
+        return self._predict_trainer
+
     def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order.
 
@@ -44,20 +70,20 @@ class Predictor:
             pieces.extend(
                 (i, list(sentence[s : s + MAX_TOKENS])) for s in range(0, len(sentence), MAX_TOKENS)
             )
-        order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # similar lengths batch together
         results: dict[int, tuple[list[str], list[float]]] = {}
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            batch = encode_batch([pieces[p][1] for p in chunk], self.words, self.chars,
-                                 max_word_chars=self.spec.max_word_chars)  # fmt: skip
-            batch = move_data_to_device(batch, self.device)
-            emissions = self.tagger.emissions(batch)
-            paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)
-            marginals = self.tagger.crf.marginals(emissions, batch["mask"])  # (B, T, K)
-            chosen = marginals.gather(-1, paths[..., None])[..., 0].cpu()  # (B, T)
-            for row, p in enumerate(chunk):
-                n = len(pieces[p][1])
-                results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
+        if pieces:
+            items: Any = [
+                (p, tokens) for p, (_, tokens) in enumerate(pieces)
+            ]  # a list is a map-style dataset
+            loader: DataLoader[Any] = DataLoader(
+                items,
+                batch_sampler=LengthBucketSampler([len(t) for _, t in pieces], self.batch_size),  # by length
+                collate_fn=self._collate,
+            )
+            for index, paths, chosen in self._trainer().predict(self._module, dataloaders=loader) or []:
+                for row, p in enumerate(index.tolist()):
+                    n = len(pieces[p][1])
+                    results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
         out: list[tuple[list[str], list[float]]] = [([], []) for _ in sentences]
         for p, (i, _) in enumerate(pieces):  # pieces of a sentence are consecutive and in order
             out[i][0].extend(results[p][0])
