@@ -5,7 +5,7 @@
 
 ``original``/``small``/``tiny``: that architecture with seeded random weights, written with ``save_bilm`` and
 read back; a DIR holds ``options.json`` + ``weights.hdf5`` (the shipped biLM: ``data/bilm``). The tagger is
-``configs/conll2003_elmo.yaml`` without GloVe, built by ``build_datamodule`` + ``build_tagger``. A training step
+``configs/conll2003_elmo.yaml`` without GloVe, built by ``load_corpus``, ``build_spec`` and ``build_tagger``. A training step
 is what Lightning does: loss, backward, grad-norm clip, Adam. Without the cache only the first
 ``--no-cache-batches`` batches of the shuffled epoch are run and the epoch is extrapolated from them.
 Temp files (biLM, cache, export) are deleted unless ``--work-dir`` is given.
@@ -33,10 +33,12 @@ from bilm_speed import ORIGINAL_PARAMS, SIZES, cpu_model, init_weights  # noqa: 
 from ner_app.bilm import BidirectionalLM, save_bilm  # noqa: E402
 from ner_app.bilm.layer_cache import LayerCache  # noqa: E402
 from ner_app.config import load_config  # noqa: E402
+from ner_app.data.corpus import load_corpus  # noqa: E402
+from ner_app.data.datamodule import ConllDataModule  # noqa: E402
 from ner_app.export import export_model  # noqa: E402
 from ner_app.predict.predictor import Predictor  # noqa: E402
 from ner_app.tagger.model import BiLstmCrfTagger  # noqa: E402
-from ner_app.training.run import build_datamodule, build_tagger  # noqa: E402
+from ner_app.training.run import build_spec, build_tagger, load_elmo  # noqa: E402
 
 # UNTESTED: the CUDA path (biLM, cache fill and tagger on the GPU, bf16 autocast, synchronised clocks) was
 # written without a GPU to run it on; only the CPU path has been run.
@@ -163,10 +165,16 @@ def run(args: argparse.Namespace, work: Path) -> None:
     if args.max_sentences:
         overrides.append(f"data.max_sentences={args.max_sentences}")
     cfg = load_config(ROOT / "configs/conll2003_elmo.yaml", overrides)
-    dm = build_datamodule(cfg)
+    d = cfg.data
+    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences)
     torch.manual_seed(cfg.seed)
     start = clock()
-    tagger, spec = build_tagger(cfg, dm)
+    bilm_, elmo_ref = load_elmo(cfg)
+    spec = build_spec(cfg, corpus, elmo_ref, None)
+    dm = ConllDataModule(
+        corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size, seed=cfg.seed
+    )
+    tagger = build_tagger(cfg, spec, bilm_, corpus, None)
     one_time.append(("build tagger (biLM read from hdf5), s", f"{clock() - start:.1f}"))
     assert tagger.elmo is not None
     tagger.to(DEVICE)
@@ -186,7 +194,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     start = clock()
     cache = LayerCache.for_bilm(cache_dir, bilm)
     one_time.append(("open cache (fingerprint the biLM), s", f"{clock() - start:.1f}"))
-    held_out = dm.splits["valid"].tokens + dm.splits["test"].tokens
+    held_out = dm.splits["dev"].tokens + dm.splits["test"].tokens
     fill_train = 0.0
     for name, sentences in (("train", train), ("valid+test", held_out)):
         seconds, computed, tokens = fill(cache, sentences, bilm)
@@ -216,7 +224,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     rates = {}
     for cached in (True, False):
         dm.layer_cache = cache if cached else None
-        rates[cached] = decode_rate(tagger, dm.dataloader("valid"))
+        rates[cached] = decode_rate(tagger, dm.dataloader("dev"))
 
     # -- predict: export, load, predict_texts on detokenised test sentences (the biLM runs; no cache) --
     start = clock()
@@ -232,7 +240,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     saved = without_epoch - epoch
     one_time.append(("train fill / epoch time saved (epochs to break even)",
                      f"{fill_train / saved:.2f}" if saved > 0 else "never"))  # fmt: skip
-    valid = len(dm.splits["valid"])
+    valid = len(dm.splits["dev"])
     rows = [
         (f"train first {args.no_cache_batches} batches ({n:,} sentences), s", f"{with_s:.1f}", f"{without_s:.1f}",
          without_s / with_s),
