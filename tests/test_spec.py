@@ -110,3 +110,20 @@ def test_trained_state_round_trip_skips_the_bilm() -> None:
         SpecError, match=r"^x: tensors do not fit the tagger spec \(missing \['output.bias'\]"
     ):
         b.load_trained_state(state, "x")
+
+
+def test_an_export_written_before_the_typed_spec_loads_and_predicts_the_same() -> None:
+    """tests/data/export_v1: the tiny config exported by the previous version (format ner_app.tagger/1),
+    with that version's Predictor output on the tiny test set in expected.json."""
+    from pathlib import Path
+
+    from ner_app.predict.predictor import Predictor
+
+    root = Path(__file__).resolve().parent / "data" / "export_v1"
+    expected = json.loads((root / "expected.json").read_text())
+    predictor = Predictor.from_export(root)
+    assert predictor.spec.elmo is not None and predictor.spec.scheme == "BIOES"
+    tagged = predictor.tag(expected["sentences"])
+    assert [tags for tags, _ in tagged] == expected["tags"]
+    for (_, scores), old in zip(tagged, expected["scores"], strict=True):
+        assert scores == pytest.approx(old, abs=1e-6)
