@@ -10,22 +10,31 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import EarlyStopping
-from pytorch_lightning.loggers import CSVLogger
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.layer_cache import LayerCache, bilm_fingerprint
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import TrainConfig, save_config
+from ner_app.config import TrainConfig, config_to_dict, save_config
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
 from ner_app.errors import MissingFileError
 from ner_app.export import build_tagger as build_spec_tagger
 from ner_app.export import export_model, make_spec
+from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.training.callbacks import AtomicModelCheckpoint, ThroughputMonitor
 from ner_app.training.devices import choose_precision
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import entity_scores, text_report, write_metrics, write_predictions
+from ner_app.training.run_dir import (
+    ResumableCSVLogger,
+    RunIdentity,
+    check_fresh_start,
+    check_identity,
+    data_fingerprint,
+    locked_run_folder,
+    run_identity,
+)
 
 log = logging.getLogger("ner_app")
 
@@ -126,11 +135,32 @@ def report(module: TaggerModule, dm: ConllDataModule, run_dir: Path) -> dict[str
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
     run_dir = Path(cfg.output_dir)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last.is_file():
+        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        if not resume:
+            check_fresh_start(run_dir)
+        return _run_training(cfg, run_dir, resume)
+
+
+def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
+    d = cfg.data
+    files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
+    data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
+    return run_identity(config_to_dict(cfg), data)
+
+
+def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     last = checkpoints / "last.ckpt"
-    if resume and not last.is_file():
-        raise MissingFileError(f"--resume: no checkpoint at {last}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    identity = _data_identity(cfg)
+    keep_below = None
+    if resume:  # refuse a stale or foreign checkpoint before anything is built
+        saved = load_checkpoint(last)
+        check_identity(saved, identity, last)
+        keep_below = int(saved.get("global_step", 0))
+        del saved
     save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
@@ -159,13 +189,15 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     trainer = pl.Trainer(
         accelerator=accelerator, devices=1, precision=precision, max_epochs=t.max_epochs,
         gradient_clip_val=cfg.optim.grad_clip, gradient_clip_algorithm="norm",
-        callbacks=[best, EarlyStopping(monitor="val_f1", mode="max", patience=t.patience), ThroughputMonitor()],
-        logger=CSVLogger(run_dir, name="logs", version=""), log_every_n_steps=t.log_every_n_steps,
+        callbacks=[best, EarlyStopping(monitor="val_f1", mode="max", patience=t.patience), ThroughputMonitor(),
+                   RunIdentity(identity)],
+        logger=ResumableCSVLogger(run_dir, "logs", keep_below), log_every_n_steps=t.log_every_n_steps,
+        plugins=[SafeCheckpointIO()],
         limit_train_batches=t.limit_train_batches,
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None, enable_progress_bar=t.enable_progress_bar,
         num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,
     )  # fmt: skip
-    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None)
+    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
     if best.best_model_path:
         module.load_weights(best.best_model_path)
     module.to("cuda" if accelerator == "gpu" else "cpu")
