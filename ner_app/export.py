@@ -12,14 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.elmo import Elmo
 from ner_app.bilm.layer_cache import bilm_fingerprint
-from ner_app.bilm.weights import atomic_path, load_bilm, save_bilm
+from ner_app.bilm.weights import load_bilm, save_bilm
 from ner_app.data.vocab import Vocab
 from ner_app.errors import NerAppError
+from ner_app.export_integrity import (
+    INTEGRITY_KEY,
+    atomic_folder,
+    check_spec_sizes,
+    check_tensors,
+    integrity_record,
+    verify_integrity,
+)
+from ner_app.safe_load import load_checkpoint
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
 
@@ -103,24 +113,31 @@ def tagger_state(tagger: BiLstmCrfTagger) -> dict[str, torch.Tensor]:
 
 
 def export_model(tagger: BiLstmCrfTagger, spec: dict[str, Any], output_dir: str | Path) -> Path:
-    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``."""
+    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``,
+    all or nothing (a temporary folder renamed into place); non-finite weights are refused."""
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     spec = json.loads(json.dumps(spec))  # a copy we may edit
-    if spec["elmo"] is not None:
-        assert tagger.elmo is not None
-        save_bilm(tagger.elmo.bilm, out / "bilm")  # exact: the public format round-trips bit for bit
-        spec["elmo"].update(options="bilm/options.json", weights="bilm/weights.hdf5")
-    with atomic_path(out / "model.safetensors") as tmp:
-        save_file(tagger_state(tagger), str(tmp), metadata={"format": SPEC_FORMAT})
-    with atomic_path(out / "tagger.json") as tmp:
-        tmp.write_text(json.dumps(spec) + "\n", encoding="utf-8")
+    state = tagger_state(tagger)
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ExportError(f"{out}: refusing to export non-finite weights ({', '.join(bad[:3])})")
+    with atomic_folder(out) as tmp:
+        if spec["elmo"] is not None:
+            assert tagger.elmo is not None
+            save_bilm(tagger.elmo.bilm, tmp / "bilm")  # exact: the public format round-trips bit for bit
+            spec["elmo"].update(options="bilm/options.json", weights="bilm/weights.hdf5")
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": SPEC_FORMAT})
+        spec[INTEGRITY_KEY] = integrity_record(spec, tmp / "model.safetensors")
+        (tmp / "tagger.json").write_text(json.dumps(spec) + "\n", encoding="utf-8")
     return out
 
 
 def load_export(export_dir: str | Path, device: str = "cpu") -> tuple[BiLstmCrfTagger, dict[str, Any]]:
-    """Load an export (no pickle anywhere: JSON, safetensors, hdf5). Returns the tagger in eval mode and its spec."""
+    """Load an export (no pickle anywhere: JSON, safetensors, hdf5), verifying checksums, sizes, dtypes, shapes
+    and finiteness first. Returns the tagger in eval mode and its spec."""
     root = Path(export_dir)
+    if not root.is_dir():
+        raise ExportError(f"{root}: not a folder (expected an export directory)")
     spec_path, weights_path = root / "tagger.json", root / "model.safetensors"
     for path in (spec_path, weights_path):
         if not path.is_file():
@@ -129,31 +146,35 @@ def load_export(export_dir: str | Path, device: str = "cpu") -> tuple[BiLstmCrfT
         spec = json.loads(spec_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ExportError(f"{spec_path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise ExportError(f"{spec_path}: not a JSON file (byte {err.start} is not UTF-8)") from None
+    if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
+        found = spec.get("format") if isinstance(spec, dict) else type(spec).__name__
+        raise ExportError(f"{spec_path}: tagger spec format is {found!r}, expected {SPEC_FORMAT!r}")
+    check_spec_sizes(spec, str(spec_path))
+    verify_integrity(spec, weights_path, spec_path)
     bilm = None
     if spec.get("elmo") is not None:
         bilm = load_bilm(root / spec["elmo"]["options"], root / spec["elmo"]["weights"])
         check_bilm(spec, bilm, str(root))
     tagger = build_tagger(spec, bilm)
-    state = load_file(str(weights_path))
-    missing, unexpected = tagger.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.startswith(BILM_PREFIX)]
-    if missing or unexpected:
-        raise ExportError(
-            f"{weights_path}: tensors do not fit tagger.json (missing {missing}, unexpected {unexpected})"
-        )
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as err:
+        raise ExportError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    check_tensors(state, tagger_state(tagger), str(weights_path))
+    tagger.load_state_dict(state, strict=False)
     return tagger.to(device).eval(), spec
 
 
 def export_checkpoint(checkpoint_path: str | Path, output_dir: str | Path) -> Path:
     """Export a Lightning checkpoint written by ``train.py`` (its biLM is read from the paths it records)."""
     path = Path(checkpoint_path)
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a bad file; report one clear line
-        raise ExportError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+    checkpoint = load_checkpoint(path)  # weights_only, one clear line for a bad file
     spec = checkpoint.get("ner_app")
     if not isinstance(spec, dict):
         raise ExportError(f"{path}: no ner_app tagger spec in this checkpoint (was it written by train.py?)")
+    check_spec_sizes(spec, str(path))
     bilm = None
     if spec["elmo"] is not None:
         bilm = load_bilm(spec["elmo"]["options"], spec["elmo"]["weights"])

@@ -139,7 +139,10 @@ def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
                 )
             if not np.issubdtype(f[name].dtype, np.floating):
                 raise WeightFileError(f"{path}: dataset '{name}' has dtype {f[name].dtype}, expected float32")
-            setter(f[name][...])
+            array = f[name][...]
+            if not np.isfinite(array).all():  # a NaN biLM would train and export NaN taggers
+                raise WeightFileError(f"{path}: dataset '{name}' holds NaN or infinite values")
+            setter(array)
 
 
 @contextmanager
@@ -169,9 +172,37 @@ def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
             f.create_dataset(name, data=array)
 
 
+def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
+    """The options' sizes against the hdf5's dataset shapes, before the biLM is built: a wrong or hostile
+    options.json fails here, naming the key, instead of allocating what it asks for."""
+    path = Path(weights_path)
+    try:
+        f = h5py.File(path, "r")
+    except (OSError, IsADirectoryError):
+        return  # load_weights reports an unreadable file
+    with f:
+        cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell/W_P_0"
+        checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim),
+                  ("lstm.dim", cell.format(0), 0, options.lstm_dim),
+                  ("lstm.projection_dim", cell.format(0), 1, options.projection_dim)]  # fmt: skip
+        for key, name, axis, value in checks:
+            shape = f[name].shape if isinstance(f.get(name), h5py.Dataset) else None
+            if shape is not None and len(shape) > axis and shape[axis] != value:
+                raise WeightFileError(
+                    f"{path}: options '{key}' is {value} but dataset '{name}' has {shape[axis]}"
+                )
+        layers = sum(1 for k in range(options.n_layers + 1) if cell.format(k) in f)
+        if cell.format(0) in f and layers != options.n_layers:
+            raise WeightFileError(
+                f"{path}: options 'lstm.n_layers' is {options.n_layers}, the file has {layers}"
+            )
+
+
 def load_bilm(options_path: str | Path, weights_path: str | Path, stateful: bool = False) -> BidirectionalLM:
     """Build a biLM from options.json and fill it from the weights hdf5 (frozen use: call ``.eval()``)."""
-    bilm = read_options(options_path).build(stateful=stateful)
+    options = read_options(options_path)
+    precheck_weights(options, weights_path)  # sizes against the file before any allocation
+    bilm = options.build(stateful=stateful)
     load_weights(bilm, weights_path)
     return bilm
 

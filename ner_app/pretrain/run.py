@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.training.callbacks import AtomicModelCheckpoint
 from ner_app.training.devices import choose_precision
+from ner_app.training.finite import FiniteGuard
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
@@ -74,6 +76,14 @@ def check_config(cfg: BilmPretrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise NerAppError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")
+    for key, value in {"train.lr": t.lr, "train.grad_clip": t.grad_clip}.items():
+        if not (
+            isinstance(value, int | float)
+            and math.isfinite(value)
+            and value >= 0
+            and (value > 0 or key != "train.lr")
+        ):
+            raise NerAppError(f"config key '{key}' must be a finite number (> 0 for lr), found {value}")
     if not 0.0 <= m.dropout < 1.0:
         raise NerAppError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
 
@@ -161,7 +171,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,
         gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
         val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None, limit_val_batches=1.0 if val else 0,
-        callbacks=[StreamPosition(train), checkpoint, RunIdentity(identity)],
+        callbacks=[StreamPosition(train), checkpoint, RunIdentity(identity), FiniteGuard()],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
         num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,

@@ -17,13 +17,15 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.config import TrainConfig, config_to_dict, save_config
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
-from ner_app.errors import MissingFileError
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.export import build_tagger as build_spec_tagger
 from ner_app.export import export_model, make_spec
+from ner_app.limits import check_train_config
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.training.callbacks import AtomicModelCheckpoint, ThroughputMonitor
 from ner_app.training.devices import choose_precision
+from ner_app.training.finite import FiniteGuard
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import entity_scores, text_report, write_metrics, write_predictions
 from ner_app.training.run_dir import (
@@ -90,7 +92,13 @@ def fill_layer_cache(directory: str, bilm: BidirectionalLM, dm: ConllDataModule)
     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
     start = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
+    try:
+        computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
+    except OSError as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
+        raise NerAppError(
+            f"{directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set "
+            "elmo.cache_dir=null"
+        ) from None
     bilm.to("cpu")
     log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
              directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
@@ -134,6 +142,7 @@ def report(module: TaggerModule, dm: ConllDataModule, run_dir: Path) -> dict[str
 
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
+    check_train_config(cfg)
     run_dir = Path(cfg.output_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
@@ -190,7 +199,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
         accelerator=accelerator, devices=1, precision=precision, max_epochs=t.max_epochs,
         gradient_clip_val=cfg.optim.grad_clip, gradient_clip_algorithm="norm",
         callbacks=[best, EarlyStopping(monitor="val_f1", mode="max", patience=t.patience), ThroughputMonitor(),
-                   RunIdentity(identity)],
+                   RunIdentity(identity), FiniteGuard()],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), log_every_n_steps=t.log_every_n_steps,
         plugins=[SafeCheckpointIO()],
         limit_train_batches=t.limit_train_batches,
