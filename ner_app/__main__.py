@@ -71,7 +71,11 @@ def _predict(args: argparse.Namespace) -> int:
                 print(line)
         else:
             for result in predictor.predict_texts(lines):
-                print(json.dumps(result, ensure_ascii=False))
+                # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
+                line = json.dumps(result, ensure_ascii=False)
+                print(
+                    line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+                )
     return 0
 
 

@@ -7,6 +7,7 @@ the dataset, the expected and the found shape, never a raw h5py or torch traceba
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -165,11 +166,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Write ``bilm`` as a weights hdf5 in the public ELMo layout (float32); reading it back is exact."""
-    with atomic_path(weights_path) as tmp, h5py.File(tmp, "w") as f:
+    # Built in memory, then written with plain file I/O: a full disk is then an OSError from write(), where
+    # h5py writing to disk crashed the process after its own error (docs/reliability.md).
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
         for name, shape, getter, _ in _layout(bilm):
             array = getter().detach().float().cpu().contiguous().numpy()
             assert array.shape == shape, (name, array.shape, shape)
             f.create_dataset(name, data=array)
+    with atomic_path(weights_path) as tmp, open(tmp, "wb") as out:
+        out.write(buffer.getbuffer())
 
 
 def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:

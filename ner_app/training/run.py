@@ -88,16 +88,15 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
 
 def fill_layer_cache(directory: str, bilm: BidirectionalLM, dm: ConllDataModule) -> LayerCache:
     """Open (or build) the frozen-layer cache of this biLM and compute every sentence it does not hold yet."""
-    cache = LayerCache.for_bilm(directory, bilm)
     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
     start = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
+        cache = LayerCache.for_bilm(directory, bilm)
         computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
     except OSError as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
         raise NerAppError(
-            f"{directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set "
-            "elmo.cache_dir=null"
+            f"{directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set elmo.cache_dir=null"
         ) from None
     bilm.to("cpu")
     log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
