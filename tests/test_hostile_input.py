@@ -125,12 +125,7 @@ def test_resume_under_another_config_or_data_is_refused(tmp_path, trained, capsy
     with open(data / "train.txt", "a") as f:
         f.write("\nExtra O\n")
     assert train.main([*train_args(run, f"data.dir={data}"), "--resume"]) == 2
-    one_error_line(capsys, "another config")  # data.dir changed; same dir with other bytes below
-    shutil.copytree(TINY, run / "data_copy")
-    moved = tmp_path / "moved"
-    shutil.copytree(TINY, moved)
-    assert train.main([*train_args(run, f"data.dir={moved}"), "--resume"]) == 2
-    capsys.readouterr()
+    one_error_line(capsys, "another config", "data.dir")  # the same folder with other bytes: the next test
 
 
 def test_resume_on_changed_data_files_is_refused(tmp_path, capsys):
@@ -162,7 +157,7 @@ def test_infinite_learning_rate_is_a_config_error(tmp_path, capsys):
 
 def test_diverging_training_stops_at_the_first_non_finite_step(tmp_path, capsys):
     assert train.main(train_args(tmp_path / "run", "optim.lr=1e38", "optim.grad_clip=0")) == 2
-    one_error_line(capsys, "training stopped at step", "not finite" if False else "")
+    one_error_line(capsys, "training stopped at step")
     assert not (tmp_path / "run" / "export").exists()
 
 
