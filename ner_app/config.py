@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar, Union, overload
 import yaml
 
 from ner_app.errors import NerAppError
-from ner_app.limits import MAX_CONFIG_NODES
+from ner_app.safe_yaml import BoundedLoader, load_bounded_yaml
 
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
 Accelerator = Literal["auto", "cpu", "gpu"]
@@ -167,49 +167,8 @@ class BilmPretrainConfig:
 
 
 # ------------------------------------------------------------------------------- YAML dialect
-class _Loader(yaml.SafeLoader):
+class _Loader(BoundedLoader):
     """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``) and refuses duplicate keys."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, typing.Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r:.40}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes of ``node`` with every alias expanded (memoised: an alias bomb is counted, never built)."""
-    if id(node) not in memo:
-        memo[id(node)] = 1  # a cycle counts once
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = node.value
-        elif isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        memo[id(node)] = 1 + sum(min(_expanded_size(c, memo), 1 << 40) for c in children)
-    return memo[id(node)]
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    """Parse YAML, refusing documents that expand (through aliases) beyond ``MAX_CONFIG_NODES`` nodes."""
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        size = _expanded_size(node, {})
-        if size > MAX_CONFIG_NODES:
-            raise ConfigError(
-                f"{source}: the YAML expands to {size} values (aliases included), more than {MAX_CONFIG_NODES}"
-            )
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
 
 
 class _Dumper(yaml.SafeDumper):
@@ -377,7 +336,7 @@ def _apply_override(data: dict[str, Any], raw: str, sources: dict[str, str]) -> 
     if not all(parts):
         raise ConfigError(f"{src}: invalid key '{key}'")
     try:
-        value = _load_yaml(text, src)
+        value = load_bounded_yaml(text, src, _Loader, ConfigError)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{src}: cannot parse value: {exc}") from None
     node = data
@@ -423,7 +382,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
     try:
-        data = _load_yaml(text, str(path))
+        data = load_bounded_yaml(text, str(path), _Loader, ConfigError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -187,20 +187,25 @@ def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
     except (OSError, IsADirectoryError):
         return  # load_weights reports an unreadable file
     with f:
-        cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell/W_P_0"
-        checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim),
-                  ("lstm.dim", cell.format(0), 0, options.lstm_dim),
-                  ("lstm.projection_dim", cell.format(0), 1, options.projection_dim)]  # fmt: skip
-        for key, name, axis, value in checks:
+        cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell"
+        wp = f"{cell.format(0)}/W_P_0"
+        checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim, None),
+                  ("lstm.dim", f"{cell.format(0)}/W_0", 1, 4 * options.lstm_dim,
+                   (2 * options.projection_dim, 4 * options.lstm_dim)),
+                  ("lstm.projection_dim", wp, 1, options.projection_dim, (options.lstm_dim, options.projection_dim))]  # fmt: skip
+        for key, name, axis, value, expected in checks:
             shape = f[name].shape if isinstance(f.get(name), h5py.Dataset) else None
             if shape is not None and len(shape) > axis and shape[axis] != value:
+                want = expected or tuple(value if i == axis else n for i, n in enumerate(shape))
                 raise WeightFileError(
-                    f"{path}: options '{key}' is {value} but dataset '{name}' has {shape[axis]}"
+                    f"{path}: dataset '{name}' has shape {tuple(shape)}, expected {want} from the options "
+                    f"('{key}')"
                 )
         layers = sum(1 for k in range(options.n_layers + 1) if cell.format(k) in f)
-        if cell.format(0) in f and layers != options.n_layers:
+        if cell.format(0) in f and layers > options.n_layers:
             raise WeightFileError(
-                f"{path}: options 'lstm.n_layers' is {options.n_layers}, the file has {layers}"
+                f"{path}: dataset '{cell.format(options.n_layers)}/B' is not described by the options "
+                f"('lstm.n_layers' is {options.n_layers}, the file has more layers)"
             )
 
 

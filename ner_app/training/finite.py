@@ -22,22 +22,29 @@ def non_finite_tensors(tensors: dict[str, torch.Tensor]) -> list[str]:
 
 
 class FiniteGuard(Callback):
-    """After every training step: the loss and every trainable weight must be finite, else stop with the step."""
+    """The loss of every step and the weights of every checkpoint must be finite, else stop naming the step.
+
+    A non-finite weight makes the next loss non-finite, so the per-step check of one number suffices during
+    training; the full weight check runs before each checkpoint, which is never written with NaN weights.
+    """
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        step = trainer.global_step
         if loss is not None and not math.isfinite(float(loss)):
             raise NonFiniteError(
-                f"training stopped at step {step} (epoch {trainer.current_epoch}): the loss is {float(loss)}; "
-                "check optim.lr / train.lr, the gradient clip and the input vectors (a NaN biLM or GloVe file)"
+                f"training stopped at step {trainer.global_step} (epoch {trainer.current_epoch}): the loss is "
+                f"{float(loss)}; check optim.lr / train.lr, the gradient clip and the input vectors"
             )
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
         weights = {n: p.detach() for n, p in pl_module.named_parameters() if p.requires_grad}
         bad = non_finite_tensors(weights)
         if bad:
             raise NonFiniteError(
-                f"training stopped at step {step} (epoch {trainer.current_epoch}): weights became non-finite "
-                f"({', '.join(bad[:3])}); check optim.lr / train.lr and the gradient clip"
+                f"training stopped at step {trainer.global_step} (epoch {trainer.current_epoch}): weights became "
+                f"non-finite ({', '.join(bad[:3])}); check optim.lr / train.lr and the gradient clip"
             )
