@@ -417,3 +417,17 @@ def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
 def test_checkpoint_folder_given_as_file_is_one_line(tmp_path, capsys):
     assert main(["export", "--checkpoint", str(tmp_path), "--output", str(tmp_path / "out")]) == 2
     one_error_line(capsys, "is a folder")
+
+
+def test_embed_threads_option(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("The EU rejects it .\nPeter\n", encoding="utf-8")
+    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
+            "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.hdf5")]  # fmt: skip
+    assert main([*args, "--threads", "1"]) == 0
+    assert torch.get_num_threads() == 1  # conftest restores the count after the test
+    with h5py.File(tmp_path / "out.hdf5", "r") as out:
+        assert sorted(out.keys()) == ["0", "1"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--threads", "0"])
+    assert exit_.value.code == 2
+    assert "argument --threads: expected an integer >= 1" in capsys.readouterr().err
