@@ -17,10 +17,10 @@ import torch
 
 def capture_rng_states(generators: dict[str, torch.Generator] | None = None) -> dict[str, Any]:
     """The global streams and the named private generators, at this moment."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     states: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": [name, keys.tolist(), pos, has_gauss, cached],
+        "numpy": [name, np.asarray(keys).tolist(), pos, has_gauss, cached],
         "python": list(random.getstate()),
         "generators": {key: g.get_state() for key, g in (generators or {}).items()},
     }

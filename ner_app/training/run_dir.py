@@ -169,4 +169,5 @@ class ResumableCSVLogger(CSVLogger):
         if self._experiment is None:
             os.makedirs(self.root_dir, exist_ok=True)
             self._experiment = _KeepingWriter(self.log_dir, self._keep_below)
+        assert isinstance(self._experiment, ExperimentWriter)
         return self._experiment
