@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from ner_app.errors import run_reporting_errors
+from ner_app.errors import NerAppError, run_reporting_errors
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -28,7 +29,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _embed(args: argparse.Namespace) -> int:
+    import torch
+
     from ner_app.bilm.weights import load_bilm
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from ner_app.embed import embed_file
 
     bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
@@ -48,18 +54,30 @@ def _export(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     import json
 
-    from ner_app.predict.predictor import Predictor, predict_conll
+    import torch
 
+    from ner_app.predict.predictor import Predictor, predict_conll
+    from ner_app.predict.text_input import decoded_lines
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     predictor = Predictor.from_export(args.model, device=args.device, batch_size=args.batch_size)
-    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    name = "<stdin>" if args.input == "-" else args.input
+    if args.input != "-" and Path(args.input).is_dir():
+        raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
+    source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
-        lines = (line.rstrip("\r\n") for line in source)
+        lines = decoded_lines(source, name)  # split on \n only: one output per input line
         if args.format == "conll":
             for line in predict_conll(predictor, lines):
                 print(line)
         else:
             for result in predictor.predict_texts(lines):
-                print(json.dumps(result, ensure_ascii=False))
+                # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
+                line = json.dumps(result, ensure_ascii=False)
+                print(
+                    line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+                )
     return 0
 
 
@@ -79,6 +97,17 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
               f"mean {result['mean']:.2f}")  # fmt: skip
     print(f"{metrics['steps']} steps; biLM written to {cfg.output_dir} (metrics.json)")
     return 0
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {value}")
+    return value
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--weights", required=True, help="biLM weights hdf5")
     embed.add_argument("--input", required=True, help="sentences, one per line")
     embed.add_argument("--output", required=True, help="output hdf5 file")
-    embed.add_argument("--batch-size", type=int, default=64)
+    embed.add_argument("--batch-size", type=positive_int, default=64)
+    embed.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
     embed.add_argument(
         "--stateful", action="store_true", help="carry LSTM state across batches (reference parity)"
     )
@@ -142,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--model", required=True, help="an export directory")
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument("--format", default="text", choices=["text", "conll"])
-    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument("--batch-size", type=positive_int, default=64)
+    predict.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
     predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     predict.set_defaults(run=_predict)
 
@@ -156,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument(
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
     )
-    pretrain.add_argument("--threads", type=int, help="torch CPU threads (same as train.threads=N)")
+    pretrain.add_argument("--threads", type=positive_int, help="torch CPU threads (same as train.threads=N)")
     pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     pretrain.set_defaults(run=_pretrain_bilm)
     return parser

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import re
+import reprlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Any, Literal, TypeVar, Union, overload
 import yaml
 
 from ner_app.errors import NerAppError
+from ner_app.safe_yaml import BoundedLoader, load_bounded_yaml
 
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
 Accelerator = Literal["auto", "cpu", "gpu"]
@@ -168,8 +170,8 @@ class BilmPretrainConfig:
 
 
 # ------------------------------------------------------------------------------- YAML dialect
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``)."""
+class _Loader(BoundedLoader):
+    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``) and refuses duplicate keys."""
 
 
 class _Dumper(yaml.SafeDumper):
@@ -219,8 +221,13 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", repr(tp))
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 60, 60, 2, 4, 4
+
+
 def _found(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {value!r}"
+    # reprlib bounds the work: a nested-alias value must not be expanded just to be quoted in an error
+    return "null" if value is None else f"{type(value).__name__} {_SHORT.repr(value)}"
 
 
 class _Ctx:
@@ -332,7 +339,7 @@ def _apply_override(data: dict[str, Any], raw: str, sources: dict[str, str]) -> 
     if not all(parts):
         raise ConfigError(f"{src}: invalid key '{key}'")
     try:
-        value = yaml.load(text, Loader=_Loader)
+        value = load_bounded_yaml(text, src, _Loader, ConfigError)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{src}: cannot parse value: {exc}") from None
     node = data
@@ -371,11 +378,19 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: type[_T]) -> _T: ...
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any = TrainConfig) -> Any:
     """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``."""
-    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).is_dir():
+        raise ConfigError(f"{path}: is a folder, expected a YAML config file")
     try:
-        data = yaml.load(text, Loader=_Loader)
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
+    try:
+        data = load_bounded_yaml(text, str(path), _Loader, ConfigError)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     return config_from_dict(data, overrides, schema=schema, source=str(path))
 
 

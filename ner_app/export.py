@@ -9,14 +9,25 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.layer_cache import bilm_fingerprint
-from ner_app.bilm.weights import atomic_path, load_bilm, save_bilm
+from ner_app.bilm.weights import load_bilm, save_bilm
 from ner_app.errors import NerAppError
+from ner_app.export_integrity import (
+    INTEGRITY_KEY,
+    atomic_folder,
+    check_spec_sizes,
+    check_tensors,
+    integrity_record,
+    verify_integrity,
+)
+from ner_app.safe_load import load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import SPEC_FORMAT, ElmoRef, SpecError, TaggerSpec
 
@@ -45,55 +56,70 @@ def load_spec_bilm(spec: TaggerSpec, root: Path, source: str) -> BidirectionalLM
 
 
 def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path) -> Path:
-    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``."""
+    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``,
+    all or nothing (a temporary folder renamed into place); non-finite weights are refused."""
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if spec.elmo is not None:
-        assert tagger.elmo is not None
-        save_bilm(tagger.elmo.bilm, out / "bilm")  # exact: the public format round-trips bit for bit
-        spec = dataclasses.replace(
-            spec,
-            elmo=dataclasses.replace(spec.elmo, options="bilm/options.json", weights="bilm/weights.hdf5"),
-        )
-    with atomic_path(out / "model.safetensors") as tmp:
-        save_file(tagger.trained_state(), str(tmp), metadata={"format": SPEC_FORMAT})
-    with atomic_path(out / "tagger.json") as tmp:
-        tmp.write_text(json.dumps(spec.to_json()) + "\n", encoding="utf-8")
+    state = tagger.trained_state()
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ExportError(f"{out}: refusing to export non-finite weights ({', '.join(bad[:3])})")
+    with atomic_folder(out) as tmp:
+        if spec.elmo is not None:
+            assert tagger.elmo is not None
+            save_bilm(tagger.elmo.bilm, tmp / "bilm")  # exact: the public format round-trips bit for bit
+            spec = dataclasses.replace(
+                spec,
+                elmo=dataclasses.replace(spec.elmo, options="bilm/options.json", weights="bilm/weights.hdf5"),
+            )
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": SPEC_FORMAT})
+        data = spec.to_json()
+        data[INTEGRITY_KEY] = integrity_record(data, tmp / "model.safetensors")
+        (tmp / "tagger.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
     return out
 
 
-def read_spec(path: Path) -> TaggerSpec:
-    """A ``tagger.json`` (this version's or an older export's)."""
+def read_spec(path: Path) -> tuple[TaggerSpec, dict[str, Any]]:
+    """A ``tagger.json`` (this version's or an older export's) as a spec, and as the JSON data it was."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ExportError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    return TaggerSpec.from_json(data, str(path))
+    except UnicodeDecodeError as err:
+        raise ExportError(f"{path}: not a JSON file (byte {err.start} is not UTF-8)") from None
+    if isinstance(data, dict):
+        check_spec_sizes(data, str(path))  # bounds before anything is built from it
+    return TaggerSpec.from_json(data, str(path)), data
 
 
 def load_export(export_dir: str | Path, device: str = "cpu") -> tuple[BiLstmCrfTagger, TaggerSpec]:
-    """Load an export (no pickle anywhere: JSON, safetensors, hdf5). Returns the tagger in eval mode and its spec."""
+    """Load an export (no pickle anywhere: JSON, safetensors, hdf5), verifying checksums, sizes, dtypes, shapes
+    and finiteness first. Returns the tagger in eval mode and its spec."""
     root = Path(export_dir)
+    if not root.is_dir():
+        raise ExportError(f"{root}: not a folder (expected an export directory)")
     spec_path, weights_path = root / "tagger.json", root / "model.safetensors"
     for path in (spec_path, weights_path):
         if not path.is_file():
             raise ExportError(f"{root}: not a ner_app export (missing {path.name})")
-    spec = read_spec(spec_path)
+    spec, data = read_spec(spec_path)
+    verify_integrity(data, weights_path, spec_path)
     tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, root, str(root)))
-    tagger.load_trained_state(load_file(str(weights_path)), str(weights_path))
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as err:
+        raise ExportError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    check_tensors(state, tagger.trained_state(), str(weights_path))
+    tagger.load_trained_state(state, str(weights_path))
     return tagger.to(device).eval(), spec
 
 
 def export_checkpoint(checkpoint_path: str | Path, output_dir: str | Path) -> Path:
     """Export a Lightning checkpoint written by ``train.py`` (its biLM is read from the paths it records)."""
     path = Path(checkpoint_path)
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a bad file; report one clear line
-        first = (str(err).strip().splitlines() or [""])[0]  # torch's messages run over many lines
-        raise ExportError(f"{path}: not a readable checkpoint ({type(err).__name__}: {first})") from None
+    checkpoint = load_checkpoint(path)  # weights_only, one clear line for a bad file
     if not isinstance(checkpoint.get("ner_app"), dict):
         raise ExportError(f"{path}: no ner_app tagger spec in this checkpoint (was it written by train.py?)")
+    check_spec_sizes(checkpoint["ner_app"], str(path))
     spec = TaggerSpec.from_json(checkpoint["ner_app"], f"{path} (tagger spec)")
     tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, Path("."), str(path)))
     state = {k.removeprefix("tagger."): v for k, v in checkpoint["state_dict"].items()}

@@ -141,7 +141,7 @@ def test_list_of_lists(tmp_path: Path) -> None:
         ("", ["data=x"], "override data=x: expected a mapping for section 'data', found str 'x'"),
         ("data: [1]\n", ["data.dir=a"], "override data.dir=a: key 'data' is list [1], not a mapping"),
         ("- 1\n", [], "{src}: expected a mapping for the top level, found list [1]"),
-        ("model: {\n", [], "{src}: invalid YAML: "),
+        ("model: {\n", [], "{src}:2: invalid YAML: expected the node content"),
         (
             "data:\n  scheme: BIOS\n",
             [],

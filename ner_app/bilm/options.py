@@ -10,6 +10,7 @@ from typing import Any
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
 from ner_app.errors import NerAppError
+from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, check_size
 
 
 class OptionsError(NerAppError):
@@ -75,7 +76,7 @@ class BilmOptions:
             )
         number = (int, float)
         clips = [get("lstm", k, number + (type(None),), None) for k in ("cell_clip", "proj_clip")]
-        return cls(
+        return _bounded(source, cls(
             char_dim=embedding["dim"],
             filters=tuple((w, c) for w, c in filters),
             n_highway=get("char_cnn", "n_highway", (int,)),
@@ -86,7 +87,7 @@ class BilmOptions:
             cell_clip=None if clips[0] is None else float(clips[0]),
             proj_clip=None if clips[1] is None else float(clips[1]),
             use_skip_connections=get("lstm", "use_skip_connections", (bool,), False),
-        )
+        ))  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The options.json content, in the layout of the released files."""
@@ -141,6 +142,21 @@ class BilmOptions:
         return sum(p.numel() for p in self.build().parameters())
 
 
+def _bounded(source: str, options: BilmOptions) -> BilmOptions:
+    """Every size within ``ner_app.limits`` before anything is allocated (an options file may be hostile)."""
+    check_size(options.char_dim, "char_cnn.embedding.dim", source)
+    check_size(len(options.filters), "char_cnn.filters (count)", source, high=MAX_LAYERS)
+    for width, count in options.filters:
+        check_size(width, "char_cnn.filters (width)", source, high=MAX_CHAR_WIDTH)
+        check_size(count, "char_cnn.filters (count of a width)", source)
+    check_size(sum(c for _, c in options.filters), "char_cnn.filters (total)", source)
+    check_size(options.n_highway, "char_cnn.n_highway", source, low=0, high=MAX_LAYERS)
+    check_size(options.lstm_dim, "lstm.dim", source)
+    check_size(options.projection_dim, "lstm.projection_dim", source)
+    check_size(options.n_layers, "lstm.n_layers", source, high=MAX_LAYERS)
+    return options
+
+
 def read_options(path: str | Path) -> BilmOptions:
     """Parse and validate an options.json."""
     path = Path(path)
@@ -148,6 +164,8 @@ def read_options(path: str | Path) -> BilmOptions:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise OptionsError(f"{path}: cannot read options file: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise OptionsError(f"{path}: not a JSON options file (byte {err.start} is not UTF-8)") from None
     try:
         options = json.loads(text)
     except json.JSONDecodeError as err:

@@ -7,6 +7,7 @@ the dataset, the expected and the found shape, never a raw h5py or torch traceba
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -139,7 +140,10 @@ def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
                 )
             if not np.issubdtype(f[name].dtype, np.floating):
                 raise WeightFileError(f"{path}: dataset '{name}' has dtype {f[name].dtype}, expected float32")
-            setter(f[name][...])
+            array = f[name][...]
+            if not np.isfinite(array).all():  # a NaN biLM would train and export NaN taggers
+                raise WeightFileError(f"{path}: dataset '{name}' holds NaN or infinite values")
+            setter(array)
 
 
 @contextmanager
@@ -162,16 +166,54 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Write ``bilm`` as a weights hdf5 in the public ELMo layout (float32); reading it back is exact."""
-    with atomic_path(weights_path) as tmp, h5py.File(tmp, "w") as f:
+    # Built in memory, then written with plain file I/O: a full disk is then an OSError from write(), where
+    # h5py writing to disk crashed the process after its own error (docs/reliability.md).
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
         for name, shape, getter, _ in _layout(bilm):
             array = getter().detach().float().cpu().contiguous().numpy()
             assert array.shape == shape, (name, array.shape, shape)
             f.create_dataset(name, data=array)
+    with atomic_path(weights_path) as tmp, open(tmp, "wb") as out:
+        out.write(buffer.getbuffer())
+
+
+def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
+    """The options' sizes against the hdf5's dataset shapes, before the biLM is built: a wrong or hostile
+    options.json fails here, naming the key, instead of allocating what it asks for."""
+    path = Path(weights_path)
+    try:
+        f = h5py.File(path, "r")
+    except (OSError, IsADirectoryError):
+        return  # load_weights reports an unreadable file
+    with f:
+        cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell"
+        wp = f"{cell.format(0)}/W_P_0"
+        checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim, None),
+                  ("lstm.dim", f"{cell.format(0)}/W_0", 1, 4 * options.lstm_dim,
+                   (2 * options.projection_dim, 4 * options.lstm_dim)),
+                  ("lstm.projection_dim", wp, 1, options.projection_dim, (options.lstm_dim, options.projection_dim))]  # fmt: skip
+        for key, name, axis, value, expected in checks:
+            shape = f[name].shape if isinstance(f.get(name), h5py.Dataset) else None
+            if shape is not None and len(shape) > axis and shape[axis] != value:
+                want = expected or tuple(value if i == axis else n for i, n in enumerate(shape))
+                raise WeightFileError(
+                    f"{path}: dataset '{name}' has shape {tuple(shape)}, expected {want} from the options "
+                    f"('{key}')"
+                )
+        layers = sum(1 for k in range(options.n_layers + 1) if cell.format(k) in f)
+        if cell.format(0) in f and layers > options.n_layers:
+            raise WeightFileError(
+                f"{path}: dataset '{cell.format(options.n_layers)}/B' is not described by the options "
+                f"('lstm.n_layers' is {options.n_layers}, the file has more layers)"
+            )
 
 
 def load_bilm(options_path: str | Path, weights_path: str | Path, stateful: bool = False) -> BidirectionalLM:
     """Build a biLM from options.json and fill it from the weights hdf5 (frozen use: call ``.eval()``)."""
-    bilm = read_options(options_path).build(stateful=stateful)
+    options = read_options(options_path)
+    precheck_weights(options, weights_path)  # sizes against the file before any allocation
+    bilm = options.build(stateful=stateful)
     load_weights(bilm, weights_path)
     return bilm
 

@@ -56,6 +56,7 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
     path = os.fspath(path)
     with open(path, "rb") as f:
         text = _decode(path, f.read())
+    text = text.removeprefix("\ufeff")  # a UTF-8 BOM would glue itself to the first -DOCSTART- token
 
     sentences: list[Sentence] = []
     n_columns = 0  # set by the first token line

@@ -175,7 +175,9 @@ class LengthBucketSampler(Sampler[list[int]]):
         return batches[self.rank :: world]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches())
+        # A generator, so the shuffle is chosen at the first batch: Lightning creates the iterator on resume
+        # before it calls set_epoch, and an eager list would replay epoch 0's order (docs/reliability.md).
+        yield from self.batches()
 
     def __len__(self) -> int:
         n = len(self.lengths)

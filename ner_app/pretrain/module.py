@@ -16,6 +16,7 @@ from ner_app.bilm.lstm import State
 from ner_app.bilm.options import BilmOptions
 from ner_app.pretrain.data import IGNORE
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
+from ner_app.training.rng_state import capture_rng_states, restore_rng_states
 
 
 def run_stack(
@@ -153,9 +154,13 @@ class BilmLanguageModel(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["carried_states"] = self.states  # so --resume continues the streams where they were
+        # Dropout and the candidate sampler draw from these; without them a resumed run drifts.
+        checkpoint["rng_states"] = capture_rng_states({"softmax_sampler": self.softmax.sampler.generator})
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.states = checkpoint.get("carried_states", {"forward": None, "backward": None})
+        if checkpoint.get("rng_states"):
+            restore_rng_states(checkpoint["rng_states"], {"softmax_sampler": self.softmax.sampler.generator})
 
     # ---------------------------------------------------------------------------------- evaluation
     def sentence_nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,16 +16,26 @@ import h5py
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
-from pytorch_lightning.loggers import CSVLogger
 
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import atomic_path, save_bilm
-from ner_app.config import BilmPretrainConfig, save_config
+from ner_app.config import BilmPretrainConfig, config_to_dict, save_config
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.training.devices import choose_precision
+from ner_app.training.finite import FiniteGuard
+from ner_app.training.run_dir import (
+    ResumableCSVLogger,
+    RunIdentity,
+    check_fresh_start,
+    check_identity,
+    data_fingerprint,
+    locked_run_folder,
+    run_identity,
+)
 
 log = logging.getLogger("ner_app")
 
@@ -64,6 +75,14 @@ def check_config(cfg: BilmPretrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise NerAppError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")
+    for key, value in {"train.lr": t.lr, "train.grad_clip": t.grad_clip}.items():
+        if not (
+            isinstance(value, int | float)
+            and math.isfinite(value)
+            and value >= 0
+            and (value > 0 or key != "train.lr")
+        ):
+            raise NerAppError(f"config key '{key}' must be a finite number (> 0 for lr), found {value}")
     if not 0.0 <= m.dropout < 1.0:
         raise NerAppError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
 
@@ -91,13 +110,28 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
     run_dir = Path(cfg.output_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
-        raise MissingFileError(f"--resume: no checkpoint at {last}")
+        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        if not resume:
+            check_fresh_start(run_dir)
+        return _run_pretraining(cfg, run_dir, resume)
+
+
+def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    last = run_dir / "checkpoints" / "last.ckpt"
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Read every input before training, so that a bad held-out path fails now and not after hours.
     corpus = read_corpus(cfg.data.train, cfg.data.max_train_tokens)
     heldout = {path: read_sentences(path)[: cfg.data.heldout_max_sentences] for path in cfg.data.heldout}
+    identity = run_identity(config_to_dict(cfg), data_fingerprint([Path(cfg.data.train)]))
+    keep_below = None
+    if resume:  # refuse a stale or foreign checkpoint before the model is built
+        saved = load_checkpoint(last)
+        check_identity(saved, identity, last)
+        keep_below = int(saved.get("global_step", 0))
+        del saved
     vocab_path = run_dir / "vocab.txt"
     if resume and vocab_path.is_file():  # the softmax rows of the checkpoint follow this file
         vocab = SoftmaxVocab.load(vocab_path)
@@ -136,11 +170,18 @@ def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, 
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,
         gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
         val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None, limit_val_batches=1.0 if val else 0,
-        callbacks=[StreamPosition(train), checkpoint], logger=CSVLogger(run_dir, name="logs"),
+        callbacks=[StreamPosition(train), checkpoint, RunIdentity(identity), FiniteGuard()],
+        logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
         num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,
     )  # fmt: skip
-    trainer.fit(module, train_dataloaders=train, val_dataloaders=val, ckpt_path=str(last) if resume else None)
+    trainer.fit(
+        module,
+        train_dataloaders=train,
+        val_dataloaders=val,
+        ckpt_path=str(last) if resume else None,
+        weights_only=True,
+    )
     # The run's true end, so that --resume with a larger max_steps continues from here.
     tmp = last.with_name("last.ckpt.tmp")
     trainer.save_checkpoint(tmp)

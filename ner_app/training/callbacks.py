@@ -14,6 +14,7 @@ from pytorch_lightning.callbacks import Callback, ThroughputMonitor
 
 from ner_app.bilm.layer_cache import LayerCache
 from ner_app.data.datamodule import ConllDataModule
+from ner_app.errors import NerAppError
 from ner_app.tagger.batch import Batch
 from ner_app.training.module import TaggerModule
 
@@ -36,13 +37,20 @@ class LayerCacheFill(Callback):
             return
         bilm, fingerprint = elmo.bilm, pl_module.spec.elmo.fingerprint if pl_module.spec.elmo else ""
         if trainer.local_rank == 0:
-            cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
             sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
             device, start = trainer.strategy.root_device, time.perf_counter()
             home = next(bilm.parameters()).device
-            computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
-                                  progress=trainer.is_global_zero)  # fmt: skip
-            bilm.to(home)
+            try:
+                cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
+                computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
+                                      progress=trainer.is_global_zero)  # fmt: skip
+            except OSError as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
+                raise NerAppError(
+                    f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set "
+                    "elmo.cache_dir=null"
+                ) from None
+            finally:
+                bilm.to(home)
             log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
                      self.directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
         trainer.strategy.barrier("layer cache filled")

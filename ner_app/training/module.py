@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
@@ -17,6 +15,7 @@ from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.training.reports import entity_scores
+from ner_app.training.rng_state import capture_rng_states, restore_rng_states
 
 _BILM = "tagger.elmo.bilm."  # state-dict keys of the frozen biLM
 
@@ -132,23 +131,13 @@ class TaggerModule(pl.LightningModule):
         }
         checkpoint["ner_app"] = self.spec.to_json()
         # Lightning does not restore RNG state on resume; saving it makes a resumed run equal an uninterrupted one.
-        name, keys, pos, has_gauss, cached = np.random.get_state()
-        # Plain tensors, lists and numbers only, so the checkpoint loads with torch.load(weights_only=True).
-        checkpoint["rng_states"] = {
-            "torch": torch.get_rng_state(),
-            "numpy": [name, np.asarray(keys).tolist(), pos, has_gauss, cached],
-            "python": list(random.getstate()),
-        }
+        checkpoint["rng_states"] = capture_rng_states()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._restore_bilm(checkpoint)
         states = checkpoint.get("rng_states")
         if states and self.trainer.state.fn == "fit":  # only a resumed fit continues the random streams
-            torch.set_rng_state(states["torch"])
-            name, keys, pos, has_gauss, cached = states["numpy"]
-            np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-            version, internal, gauss = states["python"]
-            random.setstate((version, tuple(internal), gauss))
+            restore_rng_states(states)
 
     def _restore_bilm(self, checkpoint: dict[str, Any]) -> None:
         """Put this module's biLM tensors back into a checkpoint's state dict, after checking they are the same."""

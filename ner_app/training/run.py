@@ -17,24 +17,35 @@ import pytorch_lightning as pl
 import torch
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
-from pytorch_lightning.loggers import CSVLogger
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.layer_cache import bilm_fingerprint
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import TrainConfig, save_config
+from ner_app.config import TrainConfig, config_to_dict, save_config
 from ner_app.data.corpus import Corpus, load_corpus
 from ner_app.data.datamodule import MAX_WORD_CHARS, ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
 from ner_app.data.vocab import build_word_vocab
 from ner_app.errors import MissingFileError
 from ner_app.export import export_model
+from ner_app.limits import check_train_config
+from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.training.callbacks import LayerCacheFill, throughput_monitor
 from ner_app.training.devices import choose_precision
+from ner_app.training.finite import FiniteGuard
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import text_report, write_metrics, write_predictions
+from ner_app.training.run_dir import (
+    ResumableCSVLogger,
+    RunIdentity,
+    check_fresh_start,
+    check_identity,
+    data_fingerprint,
+    locked_run_folder,
+    run_identity,
+)
 
 log = logging.getLogger("ner_app")
 
@@ -98,14 +109,17 @@ def build_tagger(
     return tagger
 
 
-def build_trainer(cfg: TrainConfig, run_dir: Path, callbacks: list[Callback]) -> pl.Trainer:
+def build_trainer(
+    cfg: TrainConfig, run_dir: Path, callbacks: list[Callback], keep_below: int | None = None
+) -> pl.Trainer:
     t = cfg.trainer
     accelerator, precision = choose_precision(t.accelerator, t.precision)
     return pl.Trainer(
         accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
         precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
         max_epochs=t.max_epochs, gradient_clip_val=cfg.optim.grad_clip,
-        gradient_clip_algorithm="norm", callbacks=callbacks, logger=CSVLogger(run_dir, name="logs", version=""),
+        gradient_clip_algorithm="norm", callbacks=callbacks,
+        logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, limit_train_batches=t.limit_train_batches,
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,  # type: ignore[dict-item]
         enable_progress_bar=t.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
@@ -138,13 +152,36 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
 
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
+    check_train_config(cfg)
     run_dir = Path(cfg.output_dir)
-    checkpoints = run_dir / "checkpoints"
-    last = checkpoints / "last.ckpt"
+    last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
-        raise MissingFileError(f"--resume: no checkpoint at {last}")
+        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+    if getattr(rank_zero_only, "rank", 0) != 0:  # a DDP rank started by rank 0, which holds the folder's lock
+        return _run_training(cfg, run_dir, resume)
+    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        if not resume:
+            check_fresh_start(run_dir)
+        return _run_training(cfg, run_dir, resume)
+
+
+def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
+    d = cfg.data
+    files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
+    data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
+    return run_identity(config_to_dict(cfg), data)
+
+
+def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    last = run_dir / "checkpoints" / "last.ckpt"
+    identity = _data_identity(cfg)
+    keep_below = None
+    if resume:  # refuse a stale or foreign checkpoint before anything is built
+        saved = load_checkpoint(last)
+        check_identity(saved, identity, last)
+        keep_below = int(saved.get("global_step", 0))
+        del saved
     if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
-        run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
@@ -161,16 +198,16 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
 
-    best = ModelCheckpoint(dirpath=checkpoints, filename="best", monitor="val_f1", mode="max", save_last=True)
+    best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max", save_last=True)
     callbacks: list[Callback] = [best, EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
-                                 throughput_monitor()]  # fmt: skip
+                                 throughput_monitor(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
-    trainer = build_trainer(cfg, run_dir, callbacks)
-    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None)
+    trainer = build_trainer(cfg, run_dir, callbacks, keep_below)
+    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
     chosen = "best" if best.best_model_path else None  # None: no complete dev pass; keep the last weights
-    trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False)
-    trainer.test(module, datamodule=dm, ckpt_path=chosen, verbose=False)
+    trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
+    trainer.test(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
     metrics: dict[str, Any] = {}
     if trainer.is_global_zero:
         metrics = write_reports(module, corpus, run_dir)

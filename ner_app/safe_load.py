@@ -1,0 +1,52 @@
+"""Loading checkpoints without running anyone's code: ``torch.load(weights_only=True)`` always, explicitly (so
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` cannot turn it off), and every failure as one line naming the file.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from ner_app.errors import NerAppError
+
+
+class CheckpointError(NerAppError):
+    """A checkpoint that is refused: unreadable, truncated, or holding more than tensors and plain data."""
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """The checkpoint at ``path`` as plain data; anything that would need unpickling code is refused."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a folder, expected a checkpoint file")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except pickle.UnpicklingError as err:  # weights_only refused a global: a payload or a foreign object
+        first = str(err).strip().splitlines()[-1][:200] if str(err).strip() else ""
+        raise CheckpointError(
+            f"{path}: refused, it holds objects other than tensors and plain data ({first}); "
+            "checkpoints are never unpickled"
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as err:
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (truncated or corrupt: {type(err).__name__})"
+        ) from None
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(
+            f"{path}: not a checkpoint (found {type(checkpoint).__name__}, expected a dict)"
+        )
+    return checkpoint
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint I/O with ``load_checkpoint`` above, for ``trainer.fit(ckpt_path=...)``."""
+
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        return load_checkpoint(path, map_location=map_location if map_location is not None else "cpu")

@@ -1,0 +1,86 @@
+"""Exact resume (docs/reliability.md): a run stopped at any epoch (tagger) or step (biLM) and continued with
+``--resume`` ends bit for bit like the uninterrupted run, with the layer cache on and off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from ner_app.__main__ import main
+from tests.test_pretrain import tiny_overrides, write_grammar
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny_conll"
+
+
+def train_args(run: Path, cache: Path | None, bilm: tuple[Path, Path], *extra: str) -> list[str]:
+    # The issue's settings: no dropout, patience beyond the run, one thread.
+    return ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
+            f"elmo.cache_dir={cache if cache else 'null'}", f"elmo.options={bilm[0]}", f"elmo.weights={bilm[1]}",
+            "trainer.patience=40", "trainer.threads=1", *extra]  # fmt: skip
+
+
+def final_state(run: Path) -> dict[str, torch.Tensor]:
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    return checkpoint["state_dict"]
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name, tensor in a.items():
+        torch.testing.assert_close(b[name], tensor, atol=0, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize(("stop", "cached"), [(2, True), (5, False)])
+def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cached: bool) -> None:
+    cache = tmp_path / "cache" if cached else None
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.main(train_args(whole, cache, tiny_bilm_files, "trainer.max_epochs=7")) == 0
+    assert train.main(train_args(parts, cache, tiny_bilm_files, f"trainer.max_epochs={stop}")) == 0
+    assert train.main([*train_args(parts, cache, tiny_bilm_files, "trainer.max_epochs=7"), "--resume"]) == 0
+    assert_same_weights(final_state(whole), final_state(parts))
+    # The per-step losses of the resumed epochs are those of the uninterrupted run, and the log keeps the rows
+    # from before the stop (defect 4).
+    rows = [(p / "logs" / "metrics.csv").read_text().splitlines() for p in (whole, parts)]
+    loss = [[r for r in log if r.count(",") and "train_loss" not in r] for log in rows]
+    assert len(loss[0]) == len(loss[1])
+    scores = [json.loads((p / "metrics.json").read_text()) for p in (whole, parts)]
+    for split in ("dev", "test"):
+        for m in scores:
+            m[split].pop("sentences_per_s")
+        assert scores[0][split] == scores[1][split]
+
+
+def test_length_bucket_order_follows_set_epoch_after_iter() -> None:
+    """Lightning creates the train iterator before ``set_epoch`` on resume: the shuffle must follow the epoch."""
+    from ner_app.data.datamodule import LengthBucketSampler
+
+    sampler = LengthBucketSampler([3, 1, 4, 1, 5, 9, 2, 6], batch_size=2, shuffle=True, seed=3)
+    expected = {epoch: (sampler.set_epoch(epoch), sampler.batches())[1] for epoch in range(4)}
+    sampler.set_epoch(0)
+    iterator = iter(sampler)
+    sampler.set_epoch(3)
+    assert list(iterator) == expected[3] != expected[0]
+
+
+@pytest.mark.parametrize("stop", [4, 9])
+def test_pretrain_resume_is_exact(tmp_path: Path, stop: int) -> None:
+    """Dropout and the sampled softmax draw random numbers: their streams must continue across --resume."""
+    corpus = write_grammar(tmp_path / "train.txt", 120, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 10, seed=1)
+    config = ["pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"), "--threads", "1"]
+    results = []
+    for name, stops in (("whole", [12]), ("parts", [stop, 12])):
+        overrides = tiny_overrides(tmp_path / name, corpus, [heldout], steps=12)
+        overrides += ["model.dropout=0.2", "train.val_every_n_steps=3"]
+        for i, steps in enumerate(stops):
+            resume = ["--resume"] if i else []
+            assert main([*config, *resume, *overrides, f"train.max_steps={steps}"]) == 0
+        run = tmp_path / name / "run"
+        results.append((final_state(run), json.loads((run / "metrics.json").read_text())["heldout"]))
+    assert_same_weights(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1]
