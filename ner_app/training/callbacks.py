@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, ThroughputMonitor
@@ -44,7 +45,9 @@ class LayerCacheFill(Callback):
                 cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
                 computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
                                       progress=trainer.is_global_zero)  # fmt: skip
-            except OSError as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
+            except (
+                OSError
+            ) as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
                 raise NerAppError(
                     f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set "
                     "elmo.cache_dir=null"
@@ -59,14 +62,34 @@ class LayerCacheFill(Callback):
         dm.use_layer_cache(cache)
 
 
-def throughput_monitor(window_batches: int = 20) -> ThroughputMonitor:
-    """Lightning's monitor, counting sentences (samples) and tokens (items) of every batch; it logs
-    ``train/device/samples_per_sec`` and ``train/device/items_per_sec`` over the last ``window_batches``."""
+class TrainThroughput(ThroughputMonitor):
+    """Lightning's monitor, counting sentences (samples) and tokens (items) of every training batch; it logs
+    ``train/device/samples_per_sec`` and ``train/device/items_per_sec`` over the last ``window_size`` batches.
+    Evaluation passes are not monitored: they time themselves (``sentences_per_s`` in metrics.json), and the
+    monitor would log them under step numbers counted from 0 again, which ``--resume`` cannot order."""
 
-    def sentences(batch: Batch) -> int:
-        return len(batch["tokens"])
+    def __init__(self, window_size: int = 20) -> None:
+        super().__init__(batch_size_fn=_sentences, length_fn=_tokens, window_size=window_size)
 
-    def tokens(batch: Batch) -> int:
-        return int(batch["mask"].sum())
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        pass
 
-    return ThroughputMonitor(batch_size_fn=sentences, length_fn=tokens, window_size=window_batches)
+    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        pass
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        pass
+
+    def on_test_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _sentences(batch: Batch) -> int:
+    return len(batch["tokens"])
+
+
+def _tokens(batch: Batch) -> int:
+    return int(batch["mask"].sum())

@@ -32,7 +32,7 @@ from ner_app.limits import check_train_config
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
-from ner_app.training.callbacks import LayerCacheFill, throughput_monitor
+from ner_app.training.callbacks import LayerCacheFill, TrainThroughput
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
 from ner_app.training.module import TaggerModule
@@ -200,7 +200,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
 
     best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max", save_last=True)
     callbacks: list[Callback] = [best, EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
-                                 throughput_monitor(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
+                                 TrainThroughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
     trainer = build_trainer(cfg, run_dir, callbacks, keep_below)
