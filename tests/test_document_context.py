@@ -60,7 +60,9 @@ def oracle(bilm: BidirectionalLM, document: list[list[str]]) -> torch.Tensor:
                     i, j, f, o = z.chunk(4)
                     c = torch.sigmoid(f + cell.forget_bias) * c + torch.sigmoid(i) * torch.tanh(j)
                     c = c.clamp(-cell.cell_clip, cell.cell_clip)
-                    h = cell.projection(torch.sigmoid(o) * torch.tanh(c)).clamp(-cell.proj_clip, cell.proj_clip)
+                    h = cell.projection(torch.sigmoid(o) * torch.tanh(c)).clamp(
+                        -cell.proj_clip, cell.proj_clip
+                    )
                     steps.append(h)
                 out = torch.stack(steps)  # (S, P)
                 if lstm.use_skip_connections and index > 0:
@@ -68,7 +70,9 @@ def oracle(bilm: BidirectionalLM, document: list[list[str]]) -> torch.Tensor:
                 outs.append(out.flip(0) if flip else out)
                 inputs = out
             directions.append(outs)
-        return torch.stack([torch.cat([x, x], -1)] + [torch.cat(p, -1) for p in zip(*directions, strict=True)])
+        return torch.stack(
+            [torch.cat([x, x], -1)] + [torch.cat(p, -1) for p in zip(*directions, strict=True)]
+        )
 
 
 def test_one_sentence_document_is_sentence_mode_bit_for_bit(bilm):
