@@ -70,6 +70,8 @@ class ElmoConfig:
     dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
     l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
     cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
+    context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
+    max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
 
 
 @dataclass

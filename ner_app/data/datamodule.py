@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.document import MAX_POSITIONS, document_contexts, document_keys
 from ner_app.errors import NerAppError
 
 from .conll import SPLITS, load_hub_splits, load_local_splits
@@ -86,18 +87,28 @@ class Collator:
         tag_vocab: Vocab,
         max_word_chars: int,
         layer_cache: Any = None,
+        elmo_contexts: Sequence[Any] | None = None,
+        elmo_keys: Sequence[bytes] | None = None,
     ) -> None:
         self.word_vocab, self.char_vocab, self.tag_vocab = word_vocab, char_vocab, tag_vocab
         self.max_word_chars = max_word_chars
         self.layer_cache = layer_cache  # a LayerCache: the frozen biLM's layers come from disk
+        # Document context (docs/document_context.md), by dataset index: each sentence's stream and position
+        # (the biLM runs on them), or its layer-cache key.
+        self.elmo_contexts, self.elmo_keys = elmo_contexts, elmo_keys
 
     def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> dict[str, Any]:
         index, tokens, tags = zip(*items, strict=True)
         batch = encode_batch(
             tokens, self.word_vocab, self.char_vocab, tags, self.tag_vocab, index, self.max_word_chars
         )
-        if self.layer_cache is not None:
+        if self.layer_cache is not None and self.elmo_keys is not None:
+            keys = [self.elmo_keys[i] for i in index]
+            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup_keys(keys, tokens)
+        elif self.layer_cache is not None:
             batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
+        elif self.elmo_contexts is not None:
+            batch["elmo_context"] = [self.elmo_contexts[i] for i in index]
         return batch
 
 
@@ -227,6 +238,8 @@ class ConllDataModule(pl.LightningDataModule):
         self.max_sentences = max_sentences  # keep the first N sentences of each split (tiny runs)
         self.num_trainable_words = 0  # word ids below this are train words; above, frozen pretrained words
         self.layer_cache: Any = None  # set to a LayerCache to read the frozen biLM's layers from disk
+        self.elmo_context = "sentence"  # or "document": the biLM reads each document as one stream
+        self.max_stream_positions = MAX_POSITIONS  # document mode: the chunk size of long documents
         self.datasets: Any = None  # datasets.DatasetDict: tokens, tags (original strings), doc
         self.splits: dict[str, Split] = {}
         self.source_scheme: str | None = None
@@ -286,15 +299,36 @@ class ConllDataModule(pl.LightningDataModule):
         data = self.splits[name]
         size = batch_size or (self.batch_size if name == "train" else self.eval_batch_size)
         sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed)
+        contexts = keys = None
+        if self.elmo_context == "document":
+            contexts, keys = [], []
+            for doc in self.documents(name):
+                sentences = [data.tokens[i] for i in doc]
+                contexts += document_contexts(sentences, self.max_stream_positions)
+                if self.layer_cache is not None:
+                    keys += document_keys(sentences, self.max_stream_positions)
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,
             collate_fn=Collator(
-                self.word_vocab, self.char_vocab, self.tag_vocab, self.max_word_chars, self.layer_cache
-            ),
+                self.word_vocab,
+                self.char_vocab,
+                self.tag_vocab,
+                self.max_word_chars,
+                self.layer_cache,
+                contexts if self.layer_cache is None else None,
+                keys if self.layer_cache is not None else None,
+            ),  # fmt: skip
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def documents(self, split: str) -> list[range]:
+        """The documents of a split as ranges of sentence indices: runs of consecutive sentences with one
+        ``doc`` id (CoNLL ``-DOCSTART-`` blocks; a file without any is one document)."""
+        docs = self.splits[_SPLIT_ALIASES[split]].docs
+        starts = [i for i in range(len(docs)) if i == 0 or docs[i] != docs[i - 1]]
+        return [range(a, b) for a, b in zip(starts, [*starts[1:], len(docs)], strict=True)]
 
     def train_dataloader(self) -> DataLoader:
         return self.dataloader("train", shuffle=True)

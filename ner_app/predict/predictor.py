@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ner_app.bilm.document import MAX_POSITIONS, Context, document_contexts
 from ner_app.data.datamodule import encode_batch
 from ner_app.data.schemes import convert, entities
 from ner_app.export import load_export, vocabularies
@@ -25,6 +26,10 @@ class Predictor:
         self.words, self.chars, self.tags = vocabularies(spec)
         self.scheme, self.source_scheme = spec["scheme"], spec["source_scheme"]
         self.device = next(tagger.parameters()).device
+        elmo = spec.get("elmo") or {}
+        # exports written before document context existed are sentence mode
+        self.context = elmo.get("context", "sentence")
+        self.max_stream_positions = elmo.get("max_stream_positions", MAX_POSITIONS)
 
     @classmethod
     def from_export(cls, export_dir: str | Path, device: str = "cpu", batch_size: int = 64) -> Predictor:
@@ -32,22 +37,38 @@ class Predictor:
         return cls(tagger, spec, batch_size)
 
     @torch.inference_mode()
-    def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
+    def tag(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> list[tuple[list[str], list[float]]]:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order.
 
-        Empty sentences get empty lists; sentences longer than ``MAX_TOKENS`` are tagged in pieces.
+        Empty sentences get empty lists; sentences longer than ``MAX_TOKENS`` are tagged in pieces. A tagger
+        trained with document context reads ``documents`` (a document id per sentence; consecutive sentences
+        with one id form a document; default: one document of all) with its pieces as the stream's sentences.
         """
         pieces: list[tuple[int, list[str]]] = []  # (sentence index, tokens of one piece)
         for i, sentence in enumerate(sentences):
             pieces.extend(
                 (i, list(sentence[s : s + MAX_TOKENS])) for s in range(0, len(sentence), MAX_TOKENS)
             )
-        order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # similar lengths batch together
+        contexts: list[Context] = []
+        if self.context == "document":
+            ids = [documents[i] if documents is not None else 0 for i, _ in pieces]
+            starts = [p for p in range(len(pieces)) if p == 0 or ids[p] != ids[p - 1]]
+            for a, b in zip(starts, [*starts[1:], len(pieces)], strict=True):
+                contexts += document_contexts(
+                    [tokens for _, tokens in pieces[a:b]], self.max_stream_positions
+                )
+            order = list(range(len(pieces)))  # stream order: a batch runs few streams
+        else:
+            order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # similar lengths together
         results: dict[int, tuple[list[str], list[float]]] = {}
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             batch = encode_batch([pieces[p][1] for p in chunk], self.words, self.chars,
                                  max_word_chars=self.spec["max_word_chars"])  # fmt: skip
+            if contexts:
+                batch["elmo_context"] = [contexts[p] for p in chunk]
             batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             emissions = self.tagger.emissions(batch)
             paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)
@@ -81,7 +102,8 @@ class Predictor:
     def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
         per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
         flat = [sentence for sentences in per_line for sentence in sentences]
-        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat]))
+        documents = [n for n, sentences in enumerate(per_line) for _ in sentences]  # a line is a document
+        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat], documents))
         for line, sentences in zip(lines, per_line, strict=True):
             found = []
             for sentence in sentences:
@@ -113,11 +135,20 @@ def read_conll_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
 
 
 def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
-    """Append the predicted tag (original scheme) to every token line; other lines pass through."""
+    """Append the predicted tag (original scheme) to every token line; other lines pass through.
+
+    ``-DOCSTART-`` lines separate documents; a file without any is one document (document context reads it
+    in chunks of ``max_stream_positions``)."""
     blocks = list(read_conll_blocks(lines))
     is_sentence = [bool(b[0].strip()) and not b[0].startswith("-DOCSTART-") for b in blocks]
     sentences = [[line.split()[0] for line in b] for b, s in zip(blocks, is_sentence, strict=True) if s]
-    tagged = iter(predictor.tag(sentences))
+    documents, doc = [], 0
+    for block, sentence in zip(blocks, is_sentence, strict=True):
+        if sentence:
+            documents.append(doc)
+        elif block[0].startswith("-DOCSTART-"):
+            doc += 1
+    tagged = iter(predictor.tag(sentences, documents))
     for block, sentence in zip(blocks, is_sentence, strict=True):
         if not sentence:
             yield block[0]

@@ -13,9 +13,10 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.loggers import CSVLogger
 
 from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.document import fill_document_cache
 from ner_app.bilm.layer_cache import LayerCache, bilm_fingerprint
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import TrainConfig, save_config
+from ner_app.config import ConfigError, TrainConfig, save_config
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
 from ner_app.errors import MissingFileError
@@ -45,6 +46,10 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
     """The tagger for this config and data, and its spec; GloVe-initialised words, ELMo from the biLM files."""
     m, e = cfg.model, cfg.elmo
     bilm, elmo_spec = None, None
+    if e.max_stream_positions < 2:
+        raise ConfigError(
+            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {e.max_stream_positions}"
+        )
     if e.enabled:
         if not e.options or not e.weights:
             raise MissingFileError(
@@ -59,7 +64,8 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
                 )
         bilm = load_bilm(e.options, e.weights)
         elmo_spec = {"options": str(Path(e.options).resolve()), "weights": str(Path(e.weights).resolve()),
-                     "fingerprint": bilm_fingerprint(bilm), "dropout": e.dropout, "do_layer_norm": e.do_layer_norm}  # fmt: skip
+                     "fingerprint": bilm_fingerprint(bilm), "dropout": e.dropout, "do_layer_norm": e.do_layer_norm,
+                     "context": e.context, "max_stream_positions": e.max_stream_positions}  # fmt: skip
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     if glove is not None and m.glove_oov:
         log.info("GloVe adds %d frozen words outside the train vocabulary", dm.extend_word_vocab(glove[0]))
@@ -76,12 +82,21 @@ def build_tagger(cfg: TrainConfig, dm: ConllDataModule) -> tuple[BiLstmCrfTagger
 
 
 def fill_layer_cache(directory: str, bilm: BidirectionalLM, dm: ConllDataModule) -> LayerCache:
-    """Open (or build) the frozen-layer cache of this biLM and compute every sentence it does not hold yet."""
+    """Open (or build) the frozen-layer cache of this biLM and compute every sentence it does not hold yet
+    (in document mode: every sentence in its document's context, keyed by the whole document)."""
     cache = LayerCache.for_bilm(directory, bilm)
-    sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
     start = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
+    if dm.elmo_context == "document":
+        documents = [
+            [split.tokens[i] for i in doc] for name, split in dm.splits.items() for doc in dm.documents(name)
+        ]
+        computed = fill_document_cache(
+            cache, documents, bilm.to(device), dm.max_stream_positions, progress=True
+        )
+    else:
+        sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
+        computed = cache.fill(sentences, bilm.to(device), batch_size=64, device=device, progress=True)
     bilm.to("cpu")
     log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
              directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
@@ -137,6 +152,8 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = build_datamodule(cfg)
     tagger, spec = build_tagger(cfg, dm)
+    if tagger.elmo is not None:
+        dm.elmo_context, dm.max_stream_positions = cfg.elmo.context, cfg.elmo.max_stream_positions
     if tagger.elmo is not None and cfg.elmo.cache_dir:
         dm.layer_cache = fill_layer_cache(cfg.elmo.cache_dir, tagger.elmo.bilm, dm)
 
