@@ -143,7 +143,8 @@ class BilmTrainConfig:
     lr: float = 0.2  # learning rate
     grad_clip: float = 10.0  # gradient-norm clipping threshold
     # Zero the LSTM state at every sentence start inside the streams, as the stateless biLM runs each sentence
-    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful).
+    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful); with
+    # shuffle documents or none it restarts at each document: the stream of docs/document_context.md.
     sentence_reset: bool = True
     max_steps: int = 10000  # stop after this many optimiser steps
     max_time_minutes: float | None = None  # wall-clock budget; null = none
