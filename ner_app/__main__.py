@@ -36,9 +36,15 @@ def _embed(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from ner_app.embed import embed_file
+    from ner_app.errors import NerAppError
 
     bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
-    count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device)
+    if args.max_stream_positions < 2:
+        raise NerAppError(
+            f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
+        )
+    count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
+                       context=args.context, max_stream_positions=args.max_stream_positions)  # fmt: skip
     print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
     return 0
 
@@ -152,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--stateful", action="store_true", help="carry LSTM state across batches (reference parity)"
     )
     embed.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    embed.add_argument(
+        "--context", default="sentence", choices=["sentence", "document"],
+        help="document: consecutive non-empty lines form a document read as one stream; an empty line ends it",
+    )  # fmt: skip
+    embed.add_argument(
+        "--max-stream-positions", type=int, default=2048,
+        help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence)",
+    )  # fmt: skip
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser(

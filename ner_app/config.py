@@ -72,6 +72,8 @@ class ElmoConfig:
     dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
     l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
     cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
+    context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
+    max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
 
 
 @dataclass
@@ -146,7 +148,8 @@ class BilmTrainConfig:
     lr: float = 0.2  # learning rate
     grad_clip: float = 10.0  # gradient-norm clipping threshold
     # Zero the LSTM state at every sentence start inside the streams, as the stateless biLM runs each sentence
-    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful).
+    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful); with
+    # shuffle documents or none it restarts at each document: the stream of docs/document_context.md.
     sentence_reset: bool = True
     max_steps: int = 10000  # stop after this many optimiser steps
     max_time_minutes: float | None = None  # wall-clock budget; null = none

@@ -65,10 +65,12 @@ def test_resume_finishes_like_an_uninterrupted_run(tmp_path, tiny_bilm_files):
         assert scores[0][split] == scores[1][split]
 
 
-@pytest.mark.parametrize("config", ["conll2003_baseline.yaml", "conll2003_elmo.yaml"])
+@pytest.mark.parametrize(
+    "config", ["conll2003_baseline.yaml", "conll2003_elmo.yaml", "conll2003_elmo_doc.yaml"]
+)
 def test_real_configs_run_at_tiny_scale(tmp_path, monkeypatch, config):
     overrides = ["trainer.max_epochs=1", "trainer.enable_progress_bar=false", "model.lstm_hidden=8"]
-    if config == "conll2003_elmo.yaml":
+    if config.startswith("conll2003_elmo"):
         overrides.append("model.glove=null")  # the baseline run covers the GloVe path
     monkeypatch.chdir(ROOT)  # the configs name the shipped biLM relative to the checkout, as users run them
     assert run(tmp_path, config, *overrides) == 0

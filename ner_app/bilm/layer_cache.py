@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -131,12 +131,19 @@ class LayerCache:
 
         The layout of ``BiLMOutput``, so ``Elmo.mix(layers, mask)`` takes it as it is.
         """
+        return self.lookup_keys([sentence_key(tokens) for tokens in batch], batch)
+
+    def lookup_keys(
+        self, keys: Sequence[bytes], shown: Sequence[Sequence[str]] | None = None
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``lookup`` by key (e.g. a sentence in its document context); ``shown`` names the sentences in errors."""
         spans = []  # (first row, T_b + 2) per sentence
-        for tokens in batch:
-            span = self._index.get(sentence_key(tokens))
+        for b, key in enumerate(keys):
+            span = self._index.get(key)
             if span is None:
-                shown = " ".join(tokens) if len(tokens) < 30 else " ".join(tokens[:30]) + " ..."
-                raise KeyError(f"sentence not in the layer cache (fill it first): {shown!r}")
+                tokens = list(shown[b]) if shown is not None else [key.hex()]
+                text = " ".join(tokens) if len(tokens) < 30 else " ".join(tokens[:30]) + " ..."
+                raise KeyError(f"sentence not in the layer cache (fill it first): {text!r}")
             spans.append(span)
         width = max((n for _, n in spans), default=2)
         out = torch.empty(self.num_layers, len(spans), width, self.dim)  # (L+1, B, T+2, 2P)
@@ -149,6 +156,10 @@ class LayerCache:
         lengths = torch.tensor([n for _, n in spans], dtype=torch.long)  # (B,)
         mask = torch.arange(width)[None, :] < lengths[:, None]  # (B, T+2)
         return list(out.unbind(0)), mask
+
+    def has_key(self, key: bytes) -> bool:
+        """Whether the rows of this key are cached."""
+        return key in self._index
 
     def fill(
         self,
@@ -167,7 +178,29 @@ class LayerCache:
             key = sentence_key(tokens)
             if key not in self._index and key not in todo:
                 todo[key] = list(tokens)
-        if not todo:
+        order = sorted(todo, key=lambda k: len(todo[k]))  # batches of similar length waste little padding
+
+        def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
+            for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="biLM"):
+                keys = order[start : start + batch_size]
+                out = bilm(batch_to_ids([todo[k] for k in keys]).to(device))
+                rows = torch.stack(out.layers, dim=2)[out.mask]  # (N, L+1, 2P)
+                yield [(k, len(todo[k]) + 2) for k in keys], rows
+
+        return self.fill_rows(bilm, len(order), batches())
+
+    def fill_rows(
+        self,
+        bilm: BidirectionalLM,
+        count: int,
+        batches: Iterable[tuple[list[tuple[bytes, int]], torch.Tensor]],
+    ) -> int:
+        """Append what ``batches`` computes with ``bilm``: (keys with their row counts, rows (N, L+1, 2P)) each.
+
+        The generator runs here in eval and inference mode, after the biLM was checked to be this cache's
+        one; ``count`` is how many keys it will give (0: nothing to do). Returns ``count``.
+        """
+        if not count:
             return 0
         if bilm.stateful:
             raise ValueError("a stateful biLM's layers depend on earlier batches; they cannot be cached")
@@ -175,7 +208,6 @@ class LayerCache:
             bilm_fingerprint(bilm) != self.fingerprint
         ):
             raise ValueError(f"this biLM is not the one of the cache {self.root}: its layers would poison it")
-        order = sorted(todo, key=lambda k: len(todo[k]))  # batches of similar length waste little padding
         staged: list[tuple[bytes, int, int]] = []  # (key, first row in the stage file, rows)
         was_training = bilm.training
         # Staging in an anonymous file keeps the lock short and leaves nothing behind after a crash.
@@ -183,23 +215,23 @@ class LayerCache:
             try:
                 bilm.eval()
                 with torch.inference_mode():
-                    for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="biLM"):
-                        keys = order[start : start + batch_size]
-                        out = bilm(batch_to_ids([todo[k] for k in keys]).to(device))
-                        rows = torch.stack(out.layers, dim=2)[out.mask].half().cpu()  # (N, L+1, 2P)
+                    for entries, computed in batches:
+                        rows = computed.half().cpu()  # (N, L+1, 2P)
+                        if rows.shape[0] != sum(n for _, n in entries):
+                            raise ValueError("computed rows do not match their keys' row counts")
                         if not torch.isfinite(rows).all():
                             raise ValueError("biLM layers overflow float16; they cannot be cached")
                         stage.write(rows.numpy().tobytes())
                         first = staged[-1][1] + staged[-1][2] if staged else 0
-                        for k in keys:
-                            staged.append((k, first, len(todo[k]) + 2))
-                            first += len(todo[k]) + 2
+                        for key, n in entries:
+                            staged.append((key, first, n))
+                            first += n
             finally:
                 bilm.train(was_training)
             with self._locked():
                 self._open(verify=False)  # take in what another process published meanwhile
                 self._append(stage, staged)
-        return len(order)
+        return count
 
     # --- disk state -------------------------------------------------------------------------------------
 

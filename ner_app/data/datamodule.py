@@ -12,8 +12,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.bilm.layer_cache import LayerCache
-from ner_app.tagger.batch import Batch
+from ner_app.tagger.batch import Batch, Context
 from ner_app.tagger.spec import TaggerSpec
 
 from .corpus import SPLITS, Corpus, Split
@@ -78,9 +79,18 @@ class Collator:
     """``collate_fn`` for ``(index, tokens, tags)`` items: encodes with the spec's vocabularies and, with a
     layer cache, adds the frozen biLM's layers read from disk. A class so that worker processes can pickle it."""
 
-    def __init__(self, spec: TaggerSpec, layer_cache: LayerCache | None = None) -> None:
+    def __init__(
+        self,
+        spec: TaggerSpec,
+        layer_cache: LayerCache | None = None,
+        elmo_contexts: Sequence[Context] | None = None,
+        elmo_keys: Sequence[bytes] | None = None,
+    ) -> None:
         self.spec = spec
         self.layer_cache = layer_cache
+        # Document context (docs/document_context.md), by dataset index: each sentence's stream and position
+        # (the biLM runs on them), or its layer-cache key.
+        self.elmo_contexts, self.elmo_keys = elmo_contexts, elmo_keys
 
     def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> Batch:
         index, tokens, tags = zip(*items, strict=True)
@@ -88,8 +98,13 @@ class Collator:
         batch = encode_batch(
             tokens, spec.word_vocab, spec.char_vocab, tags, spec.tag_vocab, index, spec.max_word_chars
         )
-        if self.layer_cache is not None:
+        if self.layer_cache is not None and self.elmo_keys is not None:
+            keys = [self.elmo_keys[i] for i in index]
+            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup_keys(keys, tokens)
+        elif self.layer_cache is not None:
             batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
+        elif self.elmo_contexts is not None:
+            batch["elmo_context"] = [self.elmo_contexts[i] for i in index]
         return batch
 
 
@@ -242,16 +257,38 @@ class ConllDataModule(pl.LightningDataModule):
             raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
         data = self.splits[split]
         size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
+        contexts: list[Context] | None = None
+        keys: list[bytes] | None = None
+        elmo = self.spec.elmo
+        if elmo is not None and elmo.context == "document":
+            contexts, keys = [], []
+            for doc in self.documents(split):
+                sentences = [data.tokens[i] for i in doc]
+                contexts += document_contexts(sentences, elmo.max_stream_positions)
+                if self.layer_cache is not None:
+                    keys += document_keys(sentences, elmo.max_stream_positions)
         replicas, rank = self._replicas()
         sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed,
                                       num_replicas=replicas, rank=rank)  # fmt: skip
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,
-            collate_fn=Collator(self.spec, self.layer_cache),
+            collate_fn=Collator(
+                self.spec,
+                self.layer_cache,
+                contexts if self.layer_cache is None else None,
+                keys if self.layer_cache is not None else None,
+            ),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def documents(self, split: str) -> list[range]:
+        """The documents of a split as ranges of sentence indices: runs of consecutive sentences with one
+        ``doc`` id (CoNLL ``-DOCSTART-`` blocks; a file without any is one document)."""
+        docs = self.splits[split].docs
+        starts = [i for i in range(len(docs)) if i == 0 or docs[i] != docs[i - 1]]
+        return [range(a, b) for a, b in zip(starts, [*starts[1:], len(docs)], strict=True)]
 
     def train_dataloader(self) -> DataLoader:
         return self.dataloader("train", shuffle=True)

@@ -11,6 +11,7 @@ from typing import Any
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
+from ner_app.bilm.document import Context, document_contexts
 from ner_app.data.datamodule import LengthBucketSampler, encode_batch
 from ner_app.data.schemes import convert, entities
 from ner_app.export import load_export
@@ -33,6 +34,7 @@ class Predictor:
         self.device = next(tagger.parameters()).device
         self._module = TaggerModule(tagger, spec, gold={})
         self._predict_trainer: pl.Trainer | None = None
+        self._contexts: list[Context] = []  # document context: each piece's stream, for the collate function
 
     @classmethod
     def from_export(cls, export_dir: str | Path, device: str = "cpu", batch_size: int = 64) -> Predictor:
@@ -41,9 +43,12 @@ class Predictor:
 
     def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
         index, tokens = zip(*items, strict=True)
-        return encode_batch(
+        batch = encode_batch(
             tokens, self.words, self.chars, index=index, max_word_chars=self.spec.max_word_chars
         )
+        if self._contexts:
+            batch["elmo_context"] = [self._contexts[p] for p in index]
+        return batch
 
     def _trainer(self) -> pl.Trainer:
         """Lightning's predict loop on the tagger's device (made once, on first use)."""
@@ -60,16 +65,29 @@ class Predictor:
             )  # fmt: skip
         return self._predict_trainer
 
-    def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
+    def tag(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> list[tuple[list[str], list[float]]]:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order.
 
-        Empty sentences get empty lists; sentences longer than ``MAX_TOKENS`` are tagged in pieces.
+        Empty sentences get empty lists; sentences longer than ``MAX_TOKENS`` are tagged in pieces. A tagger
+        trained with document context reads ``documents`` (a document id per sentence; consecutive sentences
+        with one id form a document; default: one document of all) with its pieces as the stream's sentences.
         """
         pieces: list[tuple[int, list[str]]] = []  # (sentence index, tokens of one piece)
         for i, sentence in enumerate(sentences):
             pieces.extend(
                 (i, list(sentence[s : s + MAX_TOKENS])) for s in range(0, len(sentence), MAX_TOKENS)
             )
+        self._contexts = []
+        elmo = self.spec.elmo
+        if elmo is not None and elmo.context == "document":
+            ids = [documents[i] if documents is not None else 0 for i, _ in pieces]
+            starts = [p for p in range(len(pieces)) if p == 0 or ids[p] != ids[p - 1]]
+            for a, b in zip(starts, [*starts[1:], len(pieces)], strict=True):
+                self._contexts += document_contexts(
+                    [tokens for _, tokens in pieces[a:b]], elmo.max_stream_positions
+                )
         results: dict[int, tuple[list[str], list[float]]] = {}
         if pieces:
             items: Any = [
@@ -77,7 +95,11 @@ class Predictor:
             ]  # a list is a map-style dataset
             loader: DataLoader[Any] = DataLoader(
                 items,
-                batch_sampler=LengthBucketSampler([len(t) for _, t in pieces], self.batch_size),  # by length
+                # by length; in document context in stream order, so that a batch runs few streams
+                batch_sampler=LengthBucketSampler(
+                    [len(t) for _, t in pieces] if not self._contexts else list(range(len(pieces))),
+                    self.batch_size,
+                ),
                 collate_fn=self._collate,
             )
             for index, paths, chosen in self._trainer().predict(self._module, dataloaders=loader) or []:
@@ -109,7 +131,8 @@ class Predictor:
     def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
         per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
         flat = [sentence for sentences in per_line for sentence in sentences]
-        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat]))
+        documents = [n for n, sentences in enumerate(per_line) for _ in sentences]  # a line is a document
+        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat], documents))
         for line, sentences in zip(lines, per_line, strict=True):
             found = []
             for sentence in sentences:
@@ -141,11 +164,20 @@ def read_conll_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
 
 
 def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
-    """Append the predicted tag (original scheme) to every token line; other lines pass through."""
+    """Append the predicted tag (original scheme) to every token line; other lines pass through.
+
+    ``-DOCSTART-`` lines separate documents; a file without any is one document (document context reads it
+    in chunks of ``max_stream_positions``)."""
     blocks = list(read_conll_blocks(lines))
     is_sentence = [bool(b[0].strip()) and not b[0].startswith("-DOCSTART-") for b in blocks]
     sentences = [[line.split()[0] for line in b] for b, s in zip(blocks, is_sentence, strict=True) if s]
-    tagged = iter(predictor.tag(sentences))
+    documents, doc = [], 0
+    for block, sentence in zip(blocks, is_sentence, strict=True):
+        if sentence:
+            documents.append(doc)
+        elif block[0].startswith("-DOCSTART-"):
+            doc += 1
+    tagged = iter(predictor.tag(sentences, documents))
     for block, sentence in zip(blocks, is_sentence, strict=True):
         if not sentence:
             yield block[0]

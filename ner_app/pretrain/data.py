@@ -92,18 +92,35 @@ def read_corpus(path: str | Path, max_tokens: int | None = None) -> Corpus:
     )
 
 
-def pack(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
-    """The whole text as one stream (N,) int32: sentences (or whole documents) in a seeded shuffled order."""
+def sentence_order(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+    """The order (n_sentences,) in which ``pack`` writes the sentences."""
     n = corpus.num_sentences
     rng = np.random.default_rng([seed, epoch])
     if shuffle == "none":
-        return corpus.tokens
+        return np.arange(n)
     if shuffle == "sentences":
-        order = rng.permutation(n)
-    else:  # documents keep their sentences in order, so the carried state sees real context
-        bounds = np.append(corpus.documents, n)
-        docs = rng.permutation(len(corpus.documents))
-        order = np.concatenate([np.arange(bounds[d], bounds[d + 1]) for d in docs])
+        return rng.permutation(n)
+    # documents keep their sentences in order, so the carried state sees real context
+    bounds = np.append(corpus.documents, n)
+    docs = rng.permutation(len(corpus.documents))
+    return np.concatenate([np.arange(bounds[d], bounds[d + 1]) for d in docs])
+
+
+def document_starts(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+    """(N,) bool: where ``pack``'s stream has the first <S> of a document (none when sentences are shuffled)."""
+    flags = np.zeros(len(corpus.tokens), dtype=bool)
+    if shuffle != "sentences":
+        order = sentence_order(corpus, shuffle, seed, epoch)
+        lengths = corpus.offsets[order + 1] - corpus.offsets[order]
+        flags[(np.cumsum(lengths) - lengths)[np.isin(order, corpus.documents)]] = True
+    return flags
+
+
+def pack(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+    """The whole text as one stream (N,) int32: sentences (or whole documents) in a seeded shuffled order."""
+    if shuffle == "none":
+        return corpus.tokens
+    order = sentence_order(corpus, shuffle, seed, epoch)
     starts = corpus.offsets[order]
     lengths = corpus.offsets[order + 1] - starts
     out_starts = np.cumsum(lengths) - lengths
@@ -145,7 +162,7 @@ class StreamBatches:
         self.char_table = torch.tensor(
             [token_to_ids(t) for t in corpus.types], dtype=torch.int16
         )  # (types, 50)
-        self._cache: tuple[int, np.ndarray] | None = None
+        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._epoch, self._start = 0, 0  # where the next iterator begins
         self._consumed = (0, 0)  # (epoch, next window) after the last batch the model trained on
 
@@ -159,7 +176,11 @@ class StreamBatches:
             rows = flat[: self.batch_size * self.stream_length].reshape(self.batch_size, self.stream_length)
             padded = np.full((self.batch_size, self.stream_length + 2), IGNORE, dtype=np.int32)
             padded[:, 1:-1] = rows
-            self._cache = (epoch, padded)
+            doc = np.zeros(padded.shape, dtype=bool)  # document starts, padded like the streams
+            doc[:, 1:-1] = document_starts(self.corpus, self.shuffle, self.seed, epoch)[: rows.size].reshape(
+                rows.shape
+            )
+            self._cache = (epoch, padded, doc)
         return self._cache[1]
 
     def window(self, streams: np.ndarray, start: int, stop: int) -> dict[str, torch.Tensor]:
@@ -179,6 +200,15 @@ class StreamBatches:
             "mask": torch.ones(ids.shape, dtype=torch.bool),
         }
 
+    def document_resets(self, epoch: int, start: int, stop: int, shift: int) -> torch.Tensor | None:
+        """(B, stop - start) bool: where a direction starts a document (docs/document_context.md), the forward
+        LM (shift 1) at its first <S>, the backward LM (shift 2) at its last </S>; None for shuffled sentences."""
+        if self.shuffle == "sentences":
+            return None
+        self.streams(epoch)
+        assert self._cache is not None
+        return torch.from_numpy(self._cache[2][:, start + shift : stop + shift].copy())
+
     def batch(self, epoch: int, k: int) -> dict[str, Any]:
         """Window k of an epoch: forward columns [kT, (k+1)T), backward the k-th T columns from the end."""
         streams, s, t = self.streams(epoch), self.stream_length, self.unroll_steps
@@ -190,12 +220,14 @@ class StreamBatches:
                 "targets": fwd["forward_targets"],
                 "mask": fwd["mask"],
                 "resets": fwd["forward_resets"],
+                "document_resets": self.document_resets(epoch, k * t, min(s, (k + 1) * t), 1),
             },
             "backward": {
                 "char_ids": bwd["char_ids"],
                 "targets": bwd["backward_targets"],
                 "mask": bwd["mask"],
                 "resets": bwd["backward_resets"],
+                "document_resets": self.document_resets(epoch, max(0, s - (k + 1) * t), s - k * t, 2),
             },
             "epoch": epoch,
             "window": k,

@@ -125,7 +125,13 @@ class BilmLanguageModel(pl.LightningModule):
         inputs = dict(zip(("forward", "backward"), embedded, strict=True))
         losses = {}
         for direction in ("forward", "backward"):
-            resets = batch[direction]["resets"] if self.hparams.sentence_reset else None
+            # without sentence resets the state still starts from zero at each document (the stream of
+            # document-context ELMo, docs/document_context.md)
+            resets = (
+                batch[direction]["resets"]
+                if self.hparams.sentence_reset
+                else batch[direction].get("document_resets")
+            )
             top = self.output_dropout(self.direction_top(direction, inputs[direction], resets))
             targets = batch[direction]["targets"]
             valid = targets != IGNORE

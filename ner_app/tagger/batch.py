@@ -6,6 +6,8 @@ from typing import TypedDict
 
 import torch
 
+from ner_app.bilm.document import Context
+
 
 class Batch(TypedDict, total=False):
     """Tensors of a batch of B sentences of at most T tokens (a plain dict at run time, so that Lightning
@@ -13,7 +15,8 @@ class Batch(TypedDict, total=False):
 
     Always present: ``words`` (B, T), ``chars`` (B, T, W), ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool,
     ``tokens`` (the raw tokens) and ``index`` (B,) (each sentence's position in its split). With gold tags:
-    ``tags`` (B, T). With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2).
+    ``tags`` (B, T). With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2);
+    in document context without it: ``elmo_context`` (docs/document_context.md).
     """
 
     words: torch.Tensor
@@ -25,3 +28,4 @@ class Batch(TypedDict, total=False):
     tags: torch.Tensor
     elmo_layers: list[torch.Tensor]
     elmo_mask: torch.Tensor
+    elmo_context: list[Context]  # document context without the cache: each sentence's stream and position

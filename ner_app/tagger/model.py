@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.document import context_layers
 from ner_app.bilm.elmo import Elmo
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.char_features import WordCharCNN
@@ -111,10 +112,15 @@ class BiLstmCrfTagger(nn.Module):
 
     def elmo_representation(self, batch: Batch) -> torch.Tensor:
         """ELMo_k (B, T, 2P): from cached layers when the batch has them (``elmo_layers``, L+1 x (B, T+2, 2P),
-        and ``elmo_mask``), else by running the frozen biLM on ``elmo_chars``."""
+        and ``elmo_mask``), else by running the frozen biLM on each sentence's stream (``elmo_context``,
+        document mode) or on ``elmo_chars``."""
         assert self.elmo is not None
         if "elmo_layers" in batch:
             return self.elmo.mix(batch["elmo_layers"], batch["elmo_mask"]).representations[0]
+        if "elmo_context" in batch:  # document mode without a cache: each sentence read in its stream
+            with torch.no_grad():
+                layers, mask = context_layers(self.elmo.bilm, batch["elmo_context"])
+            return self.elmo.mix(layers, mask).representations[0]
         return self.elmo(char_ids=batch["elmo_chars"]).representations[0]
 
     def emissions(self, batch: Batch) -> torch.Tensor:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ner_app.bilm.document import MAX_POSITIONS
 from ner_app.data.schemes import convert
 from ner_app.data.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.errors import NerAppError
@@ -70,6 +71,8 @@ class ElmoRef:
     fingerprint: str
     dropout: float
     do_layer_norm: bool
+    context: str = "sentence"  # or "document": what the biLM reads (docs/document_context.md)
+    max_stream_positions: int = MAX_POSITIONS  # document context: the chunk size of long documents
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,10 @@ class TaggerSpec:
             for name, hint in typing.get_type_hints(cls).items()
         }
         spec = cls(**values)
+        if spec.elmo is not None and spec.elmo.context not in ("sentence", "document"):
+            raise SpecError(
+                f"{source}: key 'elmo.context': expected 'sentence' or 'document', found {spec.elmo.context!r}"
+            )
         if len(set(spec.words.tokens)) != len(spec.words.tokens) or not 0 < spec.num_trainable_words <= len(
             spec.word_vocab
         ):
@@ -210,14 +217,17 @@ def _typed(hint: Any, value: Any, key: str, source: str) -> Any:
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise SpecError(f"{source}: key '{key}': expected an object, found {_found(value)}")
-        names = {f.name for f in dataclasses.fields(hint)}
-        if set(value) != names:
+        fields = dataclasses.fields(hint)
+        names = {f.name for f in fields}
+        # Keys added later have defaults, which older files (written without them) take.
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        if not required <= set(value) <= names:
             raise SpecError(
                 f"{source}: key '{key}': expected the keys {sorted(names)}, found {sorted(value)}"
             )
         hints = typing.get_type_hints(hint)
         cls: Any = hint
-        return cls(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(names)})
+        return cls(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(value)})
     if typing.get_origin(hint) is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise SpecError(f"{source}: key '{key}': expected a list of strings, found {_found(value)}")

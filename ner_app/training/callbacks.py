@@ -13,6 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, ThroughputMonitor
 
+from ner_app.bilm.document import fill_document_cache
 from ner_app.bilm.layer_cache import LayerCache
 from ner_app.data.datamodule import ConllDataModule
 from ner_app.errors import NerAppError
@@ -38,13 +39,20 @@ class LayerCacheFill(Callback):
             return
         bilm, fingerprint = elmo.bilm, pl_module.spec.elmo.fingerprint if pl_module.spec.elmo else ""
         if trainer.local_rank == 0:
-            sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
             device, start = trainer.strategy.root_device, time.perf_counter()
             home = next(bilm.parameters()).device
             try:
                 cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
-                computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
-                                      progress=trainer.is_global_zero)  # fmt: skip
+                elmo_ref = pl_module.spec.elmo
+                if elmo_ref is not None and elmo_ref.context == "document":  # docs/document_context.md
+                    documents = [[split.tokens[i] for i in doc] for name, split in dm.splits.items()
+                                 for doc in dm.documents(name)]  # fmt: skip
+                    computed = fill_document_cache(cache, documents, bilm.to(device), elmo_ref.max_stream_positions,
+                                                   progress=trainer.is_global_zero)  # fmt: skip
+                else:
+                    sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
+                    computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
+                                          progress=trainer.is_global_zero)  # fmt: skip
             except (
                 OSError
             ) as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)

@@ -21,7 +21,7 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.layer_cache import bilm_fingerprint
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import TrainConfig, config_to_dict, save_config
+from ner_app.config import ConfigError, TrainConfig, config_to_dict, save_config
 from ner_app.data.corpus import Corpus, load_corpus
 from ner_app.data.datamodule import MAX_WORD_CHARS, ConllDataModule
 from ner_app.data.glove import embedding_matrix, load_glove
@@ -53,6 +53,10 @@ log = logging.getLogger("ner_app")
 def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]:
     """The frozen biLM of the config and its reference for the spec, or (None, None) without ELMo."""
     e = cfg.elmo
+    if e.max_stream_positions < 2:
+        raise ConfigError(
+            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {e.max_stream_positions}"
+        )
     if not e.enabled:
         return None, None
     if not e.options or not e.weights:
@@ -68,7 +72,8 @@ def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]
             )
     bilm = load_bilm(e.options, e.weights)
     ref = ElmoRef(options=str(Path(e.options).resolve()), weights=str(Path(e.weights).resolve()),
-                  fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm)  # fmt: skip
+                  fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm,
+                  context=e.context, max_stream_positions=e.max_stream_positions)  # fmt: skip
     return bilm, ref
 
 
