@@ -53,10 +53,6 @@ log = logging.getLogger("ner_app")
 def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]:
     """The frozen biLM of the config and its reference for the spec, or (None, None) without ELMo."""
     e = cfg.elmo
-    if e.max_stream_positions < 2:
-        raise ConfigError(
-            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {e.max_stream_positions}"
-        )
     if not e.enabled:
         return None, None
     if not e.options or not e.weights:
@@ -158,6 +154,10 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
     check_train_config(cfg)
+    if cfg.elmo.max_stream_positions < 2:  # before the run folder is checked: a config error comes first
+        raise ConfigError(
+            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {cfg.elmo.max_stream_positions}"
+        )
     run_dir = Path(cfg.output_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
