@@ -40,7 +40,7 @@ class LayerCacheFill(Callback):
         bilm, fingerprint = elmo.bilm, pl_module.spec.elmo.fingerprint if pl_module.spec.elmo else ""
         if trainer.local_rank == 0:
             device, start = trainer.strategy.root_device, time.perf_counter()
-            home = next(bilm.parameters()).device
+            home, full_disk = next(bilm.parameters()).device, ""
             try:
                 cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
                 elmo_ref = pl_module.spec.elmo
@@ -56,12 +56,13 @@ class LayerCacheFill(Callback):
             except (
                 OSError
             ) as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
-                raise NerAppError(
-                    f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or set "
-                    "elmo.cache_dir=null"
-                ) from None
+                full_disk = (
+                    f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or "
+                )
             finally:
                 bilm.to(home)
+            if full_disk:  # raised here, once the fill's frames (and its progress bar) are gone
+                raise NerAppError(full_disk + "set elmo.cache_dir=null")
             log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
                      self.directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
         trainer.strategy.barrier("layer cache filled")
