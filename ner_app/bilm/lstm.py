@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ner_app.bilm.lstm_fused import recurrence
+
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
 
 
@@ -15,7 +17,12 @@ class LstmCellWithProjection(nn.Module):
 
     Gate blocks are kept in TF order (i, j, f, o) so the weight file needs no reordering. The bias holds the
     file's ``B``; the constant ``forget_bias`` is added at run time, as TF's LSTMCell does.
+
+    ``fused`` (default True) runs the recurrence as one autograd node (``lstm_fused.recurrence``: identical
+    fp32 forward, hand-written backward); False runs the per-step loop below, the original code path.
     """
+
+    fused: bool = True
 
     def __init__(
         self,
@@ -60,6 +67,11 @@ class LstmCellWithProjection(nn.Module):
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
             projected_inputs = self.input_projection(inputs)  # (N, 4C)
+        if self.fused:
+            return recurrence(
+                projected_inputs, batch_sizes, state, self.state_linearity.weight, self.projection.weight,
+                self.cell_clip, self.proj_clip, resets,
+            )  # fmt: skip
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
         h, c = state
         outputs = []
