@@ -28,6 +28,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from ner_app.bilm.char_cnn import CharCNN  # noqa: E402
 from ner_app.bilm.lstm import LstmCellWithProjection  # noqa: E402
 from ner_app.config import BilmPretrainConfig, load_config  # noqa: E402
 from ner_app.pretrain.data import IGNORE, StreamBatches, read_corpus  # noqa: E402
@@ -35,16 +36,18 @@ from ner_app.pretrain.module import BilmLanguageModel  # noqa: E402
 from ner_app.pretrain.run import bilm_options  # noqa: E402
 from ner_app.pretrain.vocab import SoftmaxVocab  # noqa: E402
 
-# name: (batch size, bf16 autocast, fused recurrence)
+# name: (batch size, bf16 autocast, fused recurrence, char CNN without the padding tail)
 VARIANTS = {
-    "today": (64, False, False),
-    "fused": (64, False, True),
-    "bf16": (64, True, False),
-    "b128": (128, False, False),
-    "b128-bf16": (128, True, False),
-    "b256": (256, False, False),
-    "b256-bf16": (256, True, False),
-    "b256-bf16-fused": (256, True, True),
+    "today": (64, False, False, False),
+    "trim": (64, False, False, True),
+    "fused": (64, False, True, False),
+    "trim-bf16": (64, True, False, True),
+    "trim-b128": (128, False, False, True),
+    "trim-b128-bf16": (128, True, False, True),
+    "trim-b256": (256, False, False, True),
+    "trim-b256-bf16": (256, True, False, True),
+    "trim-b256-bf16-fused": (256, True, True, True),
+    "trim-b512-bf16": (512, True, False, True),
 }
 
 
@@ -53,7 +56,7 @@ class Variant:
 
     def __init__(self, name: str, cfg: BilmPretrainConfig, corpus: Any, vocab: SoftmaxVocab) -> None:
         self.name = name
-        self.batch, self.bf16, self.fused = VARIANTS[name]
+        self.batch, self.bf16, self.fused, self.trim = VARIANTS[name]
         t = cfg.train
         torch.manual_seed(cfg.seed)
         self.module = BilmLanguageModel(
@@ -78,8 +81,13 @@ class Variant:
     def autocast(self) -> Any:
         return torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else nullcontext()
 
-    def step(self) -> float:
+    def select(self) -> None:
+        """Switch the code paths this variant uses (class-level switches of the biLM modules)."""
         LstmCellWithProjection.fused = self.fused
+        CharCNN.trim_tail = self.trim
+
+    def step(self) -> float:
+        self.select()
         batch = self.next_batch()
         start = time.perf_counter()
         with self.autocast():
@@ -98,7 +106,7 @@ class Variant:
 
     def parts(self) -> dict[str, float]:
         """Seconds of one step's parts: token encoder, LSTM stacks, softmax, backward, clip + optimiser."""
-        LstmCellWithProjection.fused = self.fused
+        self.select()
         m, batch = self.module, self.next_batch()
         if batch["window"] == 0:
             m.states = {"forward": None, "backward": None}
@@ -190,11 +198,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=400_000, help="corpus prefix read")
-    parser.add_argument("--variants", default="today,fused,bf16,b128-bf16,b256,b256-bf16,b256-bf16-fused")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--unroll", type=int, default=None, help="override train.unroll_steps")
     parser.add_argument("--no-flops", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, schema=BilmPretrainConfig)
+    overrides = [f"train.unroll_steps={args.unroll}"] if args.unroll else []
+    cfg = load_config(args.config, overrides, schema=BilmPretrainConfig)
     corpus = read_corpus(cfg.data.train, args.tokens)
     vocab = SoftmaxVocab.from_counts(corpus.counts(), cfg.data.vocab_size)
     names = args.variants.split(",")
@@ -219,15 +229,15 @@ def main() -> None:
           f"GFLOP/s, bf16 {matmul_peak(torch.bfloat16):.0f} GFLOP/s\n")  # fmt: skip
     base = statistics.median(times[names[0]])
     base_speed = variants[0].tokens / base
-    print("| variant | batch x unroll | precision | recurrence | ms/step | tokens/s | vs today | GFLOP/step | GFLOP/s | % of peak |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| variant | batch x unroll | precision | recurrence | char CNN | ms/step | tokens/s | vs today | GFLOP/step | GFLOP/s | % of peak |")
+    print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for v in variants:
         step = statistics.median(times[v.name])
         speed = v.tokens / step
         gflop = 0.0 if args.no_flops else v.flops() / 1e9
         peak = peak16 if v.bf16 else peak32
         print(f"| {v.name} | {v.batch}x{cfg.train.unroll_steps} | {'bf16-mixed' if v.bf16 else '32-true'} | "
-              f"{'fused' if v.fused else 'loop'} | {step * 1e3:.0f} | {speed:,.0f} | {speed / base_speed:.2f}x | "
+              f"{'fused' if v.fused else 'loop'} | {'trimmed' if v.trim else '50 ids'} | {step * 1e3:.0f} | {speed:,.0f} | {speed / base_speed:.2f}x | "
               f"{gflop:.1f} | {gflop / step:.0f} | {100 * gflop / step / peak:.1f}% |")  # fmt: skip
     fastest = max(variants, key=lambda v: v.tokens / statistics.median(times[v.name]))
     shown = [variants[0]] + ([fastest] if fastest is not variants[0] else [])

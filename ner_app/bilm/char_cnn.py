@@ -16,7 +16,13 @@ _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
 
 class CharCNN(nn.Module):
-    """Character embeddings, one 1-D convolution per filter width, max over positions, then activation."""
+    """Character embeddings, one 1-D convolution per filter width, max over positions, then activation.
+
+    ``trim_tail`` (default True): skip the padding positions that cannot change the result
+    (``trim_constant_tail``); False convolves all 50 positions, the original code path.
+    """
+
+    trim_tail: bool = True
 
     def __init__(self, char_dim: int, filters: Sequence[Sequence[int]], activation: str = "relu") -> None:
         super().__init__()
@@ -30,7 +36,8 @@ class CharCNN(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, 50) long -> features (N, F)."""
-        char_ids = trim_constant_tail(char_ids, max(conv.kernel_size[0] for conv in self.convs))
+        if self.trim_tail:
+            char_ids = trim_constant_tail(char_ids, max(conv.kernel_size[0] for conv in self.convs))
         x = self.char_embed(char_ids).transpose(1, 2)  # (N, d, L), L <= 50
         act = _ACTIVATIONS[self.activation]
         # Max over positions first, then the activation, as the reference does.

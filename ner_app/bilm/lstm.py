@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ner_app.bilm.lstm_cudnn import TorchLstmUse, can_use_torch_lstm, torch_lstm_recurrence
 from ner_app.bilm.lstm_fused import recurrence
 
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
@@ -18,11 +19,15 @@ class LstmCellWithProjection(nn.Module):
     Gate blocks are kept in TF order (i, j, f, o) so the weight file needs no reordering. The bias holds the
     file's ``B``; the constant ``forget_bias`` is added at run time, as TF's LSTMCell does.
 
-    ``fused`` (default True) runs the recurrence as one autograd node (``lstm_fused.recurrence``: identical
-    fp32 forward, hand-written backward); False runs the per-step loop below, the original code path.
+    Code paths (class-level switches, docs/pretraining_speed.md): ``torch_lstm`` ("auto": on CUDA when
+    both clips are null and no resets are asked for; "on": also on CPU; "off") runs torch's LSTM kernel
+    (``lstm_cudnn``). ``fused`` runs the recurrence as one autograd node (``lstm_fused``: identical fp32
+    forward, hand-written backward); measured no faster on CPU, so off by default. Otherwise the per-step
+    loop below runs, the original code path.
     """
 
-    fused: bool = True
+    fused: bool = False
+    torch_lstm: TorchLstmUse = "auto"
 
     def __init__(
         self,
@@ -64,6 +69,8 @@ class LstmCellWithProjection(nn.Module):
         ``input_projection(inputs)`` computed by the caller. ``resets`` (N,) bool, packed like ``inputs``: rows
         whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
+        if can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
+            return torch_lstm_recurrence(self, inputs, batch_sizes, state)
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
             projected_inputs = self.input_projection(inputs)  # (N, 4C)
