@@ -39,6 +39,16 @@ def random_bilm(options: BilmOptions = TINY_OPTIONS, seed: int = 0, scale: float
     return bilm.eval()
 
 
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001
+    """Tests marked ``cuda`` skip on a machine without a CUDA GPU."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _restore_torch_threads():
     """Commands run in-process may set torch's thread count (``--threads``); no test may leak it to the next."""
