@@ -152,7 +152,9 @@ def softmax_costs(cfg: BilmPretrainConfig, vocab_size: int, rows: int, repeats: 
     full = SampledSoftmaxLoss(vocab_size, dim, vocab_size)  # every class a candidate: the exact softmax
     gen = torch.Generator().manual_seed(0)
     hidden = torch.randn(rows, dim, generator=gen, requires_grad=True)
-    labels = torch.minimum(torch.rand(rows, generator=gen).pow(4).mul(vocab_size).long(), torch.tensor(vocab_size - 1))
+    labels = torch.minimum(
+        torch.rand(rows, generator=gen).pow(4).mul(vocab_size).long(), torch.tensor(vocab_size - 1)
+    )
     runs: dict[str, Callable[[], torch.Tensor]] = {
         f"sampled ({cfg.train.n_negative_samples} negatives)": lambda: sampled.sampled_loss(hidden, labels),
         f"adaptive (cutoffs {cutoffs}, div 4)": lambda: adaptive(hidden, labels).loss,
@@ -229,7 +231,9 @@ def main() -> None:
           f"GFLOP/s, bf16 {matmul_peak(torch.bfloat16):.0f} GFLOP/s\n")  # fmt: skip
     base = statistics.median(times[names[0]])
     base_speed = variants[0].tokens / base
-    print("| variant | batch x unroll | precision | recurrence | char CNN | ms/step | tokens/s | vs today | GFLOP/step | GFLOP/s | % of peak |")
+    print(
+        "| variant | batch x unroll | precision | recurrence | char CNN | ms/step | tokens/s | vs today | GFLOP/step | GFLOP/s | % of peak |"
+    )
     print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for v in variants:
         step = statistics.median(times[v.name])
@@ -250,7 +254,9 @@ def main() -> None:
         cells = [f"{statistics.median(p[key] for p in parts[v.name]) * 1e3:.0f}" for v in shown]
         print(f"| {key} | " + " | ".join(cells) + " |")
     rows = 2 * fastest.batch * cfg.train.unroll_steps
-    print(f"\nSoftmax loss fwd + bwd on {rows} hidden rows (both directions of a {fastest.batch}-row step), fp32:\n")
+    print(
+        f"\nSoftmax loss fwd + bwd on {rows} hidden rows (both directions of a {fastest.batch}-row step), fp32:\n"
+    )
     print("| softmax | ms |")
     print("|---|---:|")
     for name, seconds in softmax_costs(cfg, len(vocab), rows, args.repeats).items():

@@ -100,9 +100,7 @@ def test_trimmed_char_cnn_is_exact(switches: None) -> None:
 def test_torch_lstm_path_is_the_cell_without_clips(switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     original = lstm_cudnn.torch_lstm_recurrence
-    monkeypatch.setattr(
-        "ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
-    )
+    monkeypatch.setattr("ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a))
     cell = random_cell(None)
     LstmCellWithProjection.torch_lstm = "off"
     loop = run_cell(cell, None)
@@ -128,7 +126,10 @@ def clip_free(options: BilmOptions = TINY_OPTIONS) -> BilmOptions:
 def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: None) -> None:
     bilm = random_bilm(clip_free())
     assert isinstance(bilm.lstm, ElmoLstm) and bilm.lstm.use_skip_connections
-    batches = [batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]]), batch_to_ids([["g", "h"], ["i", "j", "k", "l"]])]
+    batches = [
+        batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]]),
+        batch_to_ids([["g", "h"], ["i", "j", "k", "l"]]),
+    ]
     results = {}
     for use in ("off", "on"):
         LstmCellWithProjection.torch_lstm = use

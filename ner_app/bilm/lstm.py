@@ -80,13 +80,16 @@ class LstmCellWithProjection(nn.Module):
                 self.cell_clip, self.proj_clip, resets,
             )  # fmt: skip
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
+        kind = inputs.device.type
+        if torch.is_autocast_enabled(kind):  # cast once, not once per step (a transposed view is not cached)
+            recurrent = recurrent.to(torch.get_autocast_dtype(kind))
         h, c = state
         outputs = []
         # split/chunk give views whose backward is one concatenation, not a zero-filled copy per slice.
         step_resets = resets.split(batch_sizes) if resets is not None else [None] * len(batch_sizes)
         for step_inputs, reset in zip(projected_inputs.split(batch_sizes), step_resets, strict=True):
             n = step_inputs.shape[0]
-            h_prev, c_prev = h[:n], c[:n]
+            h_prev, c_prev = (h, c) if n == h.shape[0] else (h[:n], c[:n])  # a full slice costs a copy back
             if reset is not None:  # (n,) the state a stateless run starts a sentence from: zeros
                 h_prev = h_prev.masked_fill(reset[:, None], 0.0)
                 c_prev = c_prev.masked_fill(reset[:, None], 0.0)

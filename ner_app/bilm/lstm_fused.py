@@ -120,7 +120,12 @@ class _Recurrence(torch.autograd.Function):
             cat = torch.cat
             ctx.save_for_backward(cat(acts), cat(raws), cat(ms), cat(outs), cat(h_prevs), cat(c_prevs),
                                   w_rec, w_proj, resets)  # fmt: skip
-        ctx.batch_sizes, ctx.clips, ctx.dtype, ctx.x_dtype = batch_sizes, (cell_clip, proj_clip), dtype, x.dtype
+        ctx.batch_sizes, ctx.clips, ctx.dtype, ctx.x_dtype = (
+            batch_sizes,
+            (cell_clip, proj_clip),
+            dtype,
+            x.dtype,
+        )
         ctx.state_rows = h0.shape[0]
         return packed, h, c
 
@@ -140,7 +145,9 @@ class _Recurrence(torch.autograd.Function):
         batch, size_c = ctx.state_rows, raws.shape[1]
         dh = grad_h.float().clone() if grad_h is not None else raws.new_zeros(batch, w_rec.shape[1])
         dc = grad_c.float().clone() if grad_c is not None else raws.new_zeros(batch, size_c)
-        g_out_all = grad_out.float() if grad_out is not None else raws.new_zeros(raws.shape[0], w_rec.shape[1])
+        g_out_all = (
+            grad_out.float() if grad_out is not None else raws.new_zeros(raws.shape[0], w_rec.shape[1])
+        )
         d_z = torch.empty_like(acts)  # (N, 4C)
         d_out = torch.empty_like(out_raws)  # (N, P): gradient at the projection's (unclipped) output
         offset = acts.shape[0]

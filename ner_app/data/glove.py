@@ -48,7 +48,9 @@ def _load_package() -> tuple[list[str], np.ndarray]:
 
 def _load_text(path: str, dim: int | None) -> tuple[list[str], np.ndarray]:
     if not os.path.isfile(path):
-        raise MissingFileError(f"GloVe file {path!r} not found (expected 'package' or a glove.6B.50d.txt path)")
+        raise MissingFileError(
+            f"GloVe file {path!r} not found (expected 'package' or a glove.6B.50d.txt path)"
+        )
     words: list[str] = []
     rows: list[np.ndarray] = []
     with open(path, "rb") as f:
