@@ -13,10 +13,12 @@ every call (differentiable), so training through this path trains the cell:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
-from torch import nn
+
+if TYPE_CHECKING:  # lstm.py imports this module
+    from ner_app.bilm.lstm import LstmCellWithProjection
 
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
 TorchLstmUse = Literal["auto", "on", "off"]
@@ -28,7 +30,7 @@ def to_torch_gate_order(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([i, f, j, o])
 
 
-def torch_lstm_weights(cell: nn.Module) -> list[torch.Tensor]:
+def torch_lstm_weights(cell: LstmCellWithProjection) -> list[torch.Tensor]:
     """The cell's parameters as torch's flat LSTM weights [w_ih, w_hh, b_ih, b_hh, w_hr] (one layer)."""
     size_c = cell.cell_size
     bias = cell.input_linearity.bias
@@ -43,7 +45,9 @@ def torch_lstm_weights(cell: nn.Module) -> list[torch.Tensor]:
     ]
 
 
-def can_use_torch_lstm(cell: nn.Module, device: torch.device, resets: torch.Tensor | None, use: str) -> bool:
+def can_use_torch_lstm(
+    cell: LstmCellWithProjection, device: torch.device, resets: torch.Tensor | None, use: str
+) -> bool:
     """Whether ``cell`` may run on torch's LSTM kernel: no clips, no resets, and CUDA (``auto``) or ``on``."""
     if use == "off" or cell.cell_clip is not None or cell.proj_clip is not None:
         return False
@@ -53,7 +57,7 @@ def can_use_torch_lstm(cell: nn.Module, device: torch.device, resets: torch.Tens
 
 
 def torch_lstm_recurrence(
-    cell: nn.Module, inputs: torch.Tensor, batch_sizes: list[int], state: State
+    cell: LstmCellWithProjection, inputs: torch.Tensor, batch_sizes: list[int], state: State
 ) -> tuple[torch.Tensor, State]:
     """The cell over a packed sequence on torch's LSTM kernel; the contract of ``LstmCellWithProjection.forward``.
 

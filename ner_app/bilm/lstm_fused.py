@@ -15,6 +15,8 @@ carried h and c stay fp32 (fp32 master weights and state, bf16 products).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
@@ -72,7 +74,7 @@ class _Recurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(  # noqa: PLR0913
-        ctx: torch.autograd.function.FunctionCtx,
+        ctx: Any,
         x: torch.Tensor,
         h0: torch.Tensor,
         c0: torch.Tensor,
@@ -90,7 +92,7 @@ class _Recurrence(torch.autograd.Function):
             proj = w_proj.t() if dtype is None else w_proj.t().to(dtype)  # (C, P)
             h, c = h0.float(), c0.float()
             keep = ctx.needs_input_grad[0] or any(ctx.needs_input_grad[1:5])
-            acts, raws, ms, h_prevs, c_prevs, outs = [], [], [], [], [], []
+            saved: list[list[torch.Tensor]] = [[], [], [], [], [], []]  # z, raw, m, out_raw, h_prev, c_prev
             outputs = []
             offset = 0
             for n in batch_sizes:
@@ -108,8 +110,8 @@ class _Recurrence(torch.autograd.Function):
                 out = out_raw.clamp(-proj_clip, proj_clip) if proj_clip is not None else out_raw
                 outputs.append(out)
                 if keep:
-                    acts.append(z), raws.append(raw), ms.append(m), outs.append(out_raw)
-                    h_prevs.append(h_prev), c_prevs.append(c_prev)
+                    for store, value in zip(saved, (z, raw, m, out_raw, h_prev, c_prev), strict=True):
+                        store.append(value)
                 if n == h.shape[0]:
                     h, c = out, cell
                 else:
@@ -117,9 +119,7 @@ class _Recurrence(torch.autograd.Function):
                 offset += n
             packed = torch.cat(outputs) if outputs else x.new_zeros(0, w_proj.shape[0])
         if keep:
-            cat = torch.cat
-            ctx.save_for_backward(cat(acts), cat(raws), cat(ms), cat(outs), cat(h_prevs), cat(c_prevs),
-                                  w_rec, w_proj, resets)  # fmt: skip
+            ctx.save_for_backward(*(torch.cat(store) for store in saved), w_rec, w_proj, resets)
         ctx.batch_sizes, ctx.clips, ctx.dtype, ctx.x_dtype = (
             batch_sizes,
             (cell_clip, proj_clip),
@@ -131,7 +131,7 @@ class _Recurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(  # noqa: PLR0915
-        ctx: torch.autograd.function.FunctionCtx,
+        ctx: Any,
         grad_out: torch.Tensor | None,
         grad_h: torch.Tensor | None,
         grad_c: torch.Tensor | None,
