@@ -3,6 +3,7 @@ LSTM kernel for clip-free biLMs (on CPU here; on CUDA with the ``cuda`` marker),
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ner_app.bilm.char_cnn import CharCNN, trim_constant_tail
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
 from ner_app.bilm.options import BilmOptions
+from ner_app.bilm.weights import load_bilm
 from ner_app.config import BilmPretrainConfig, load_config
 from ner_app.pretrain.module import run_stack
 from ner_app.pretrain.run import run_pretraining
@@ -182,3 +184,19 @@ def test_bf16_pretraining_reaches_the_fp32_perplexity(tmp_path: Path) -> None:
         results[precision] = run_pretraining(cfg)["heldout"]["heldout.txt"]["mean"]
     assert results["bf16-mixed"] < 5, results  # uniform would be 18, the grammar itself about 2
     assert abs(results["bf16-mixed"] - results["32-true"]) < 0.1 * results["32-true"], results
+
+
+def test_pretraining_without_clips_exports_null_clips(tmp_path: Path) -> None:
+    """A clip-free biLM (the GPU path's condition) pretrains, exports nulls in options.json and loads back."""
+    corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
+    overrides = tiny_overrides(tmp_path, corpus, [corpus], steps=5) + [
+        "model.cell_clip=null",
+        "model.proj_clip=null",
+    ]
+    cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
+    run_pretraining(cfg)
+    run = tmp_path / "run"
+    lstm_options = json.loads((run / "options.json").read_text())["lstm"]
+    assert lstm_options["cell_clip"] is None and lstm_options["proj_clip"] is None
+    cell = load_bilm(run / "options.json", run / "weights.hdf5").lstm.forward_layers[0]
+    assert cell.cell_clip is None and cell.proj_clip is None
