@@ -133,8 +133,8 @@ class BilmModelConfig:
     lstm_dim: int = 4096  # LSTM cell size
     projection_dim: int = 512  # LSTM output projection size
     n_layers: int = 2  # LSTM layers per direction
-    cell_clip: float = 3.0  # clip LSTM cell values
-    proj_clip: float = 3.0  # clip projected outputs
+    cell_clip: float | None = 3.0  # clip LSTM cell values; null: no clip (lets a GPU use the cuDNN LSTM)
+    proj_clip: float | None = 3.0  # clip projected outputs; null: no clip
     use_skip_connections: bool = True  # residual connection between LSTM layers
     dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
 

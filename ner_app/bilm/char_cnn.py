@@ -16,7 +16,13 @@ _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
 
 class CharCNN(nn.Module):
-    """Character embeddings, one 1-D convolution per filter width, max over positions, then activation."""
+    """Character embeddings, one 1-D convolution per filter width, max over positions, then activation.
+
+    ``trim_tail`` (default True): skip the padding positions that cannot change the result
+    (``trim_constant_tail``); False convolves all 50 positions, the original code path.
+    """
+
+    trim_tail: bool = True
 
     def __init__(self, char_dim: int, filters: Sequence[Sequence[int]], activation: str = "relu") -> None:
         super().__init__()
@@ -30,10 +36,30 @@ class CharCNN(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, 50) long -> features (N, F)."""
-        x = self.char_embed(char_ids).transpose(1, 2)  # (N, d, 50)
+        if self.trim_tail:
+            char_ids = trim_constant_tail(char_ids, max(conv.kernel_size[0] for conv in self.convs))
+        x = self.char_embed(char_ids).transpose(1, 2)  # (N, d, L), L <= 50
         act = _ACTIVATIONS[self.activation]
         # Max over positions first, then the activation, as the reference does.
         return torch.cat([act(conv(x).amax(dim=-1)) for conv in self.convs], dim=-1)  # (N, F)
+
+
+def trim_constant_tail(char_ids: torch.Tensor, width: int) -> torch.Tensor:
+    """Drop the char positions that cannot change any max-pooled feature: (N, 50) -> (N, L), L <= 50.
+
+    Past a word's end every position of a row repeats the row's last id (the padding character), so every
+    window that starts there sees the same characters and gives the same value. Keeping ``width`` positions
+    past the longest word of the batch keeps one such window per row, so the max over windows is unchanged;
+    the other constant windows are only repeats. Words are ~7 of the 50 ids, so this halves the CNN's work
+    (docs/pretraining_speed.md, "char CNN").
+    """
+    if char_ids.shape[0] == 0:
+        return char_ids
+    varying = char_ids != char_ids[:, -1:]  # (N, 50): differs from the row's constant tail
+    positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)  # (50,)
+    content = int((varying * positions).amax())  # last varying position + 1 over the batch, 0 if none
+    keep = min(char_ids.shape[1], content + width)
+    return char_ids[:, :keep]
 
 
 class Highway(nn.Module):

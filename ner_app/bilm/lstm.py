@@ -7,6 +7,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ner_app.bilm.lstm_cudnn import TorchLstmUse, can_use_torch_lstm, torch_lstm_recurrence
+from ner_app.bilm.lstm_fused import recurrence
+
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
 
 
@@ -15,7 +18,16 @@ class LstmCellWithProjection(nn.Module):
 
     Gate blocks are kept in TF order (i, j, f, o) so the weight file needs no reordering. The bias holds the
     file's ``B``; the constant ``forget_bias`` is added at run time, as TF's LSTMCell does.
+
+    Code paths (class-level switches, docs/pretraining_speed.md): ``torch_lstm`` ("auto": on CUDA when
+    both clips are null and no resets are asked for; "on": also on CPU; "off") runs torch's LSTM kernel
+    (``lstm_cudnn``). ``fused`` runs the recurrence as one autograd node (``lstm_fused``: identical fp32
+    forward, hand-written backward); measured no faster on CPU, so off by default. Otherwise the per-step
+    loop below runs, the original code path.
     """
+
+    fused: bool = False
+    torch_lstm: TorchLstmUse = "auto"
 
     def __init__(
         self,
@@ -57,17 +69,27 @@ class LstmCellWithProjection(nn.Module):
         ``input_projection(inputs)`` computed by the caller. ``resets`` (N,) bool, packed like ``inputs``: rows
         whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
+        if can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
+            return torch_lstm_recurrence(self, inputs, batch_sizes, state)
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
             projected_inputs = self.input_projection(inputs)  # (N, 4C)
+        if self.fused:
+            return recurrence(
+                projected_inputs, batch_sizes, state, self.state_linearity.weight, self.projection.weight,
+                self.cell_clip, self.proj_clip, resets,
+            )  # fmt: skip
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
+        kind = inputs.device.type
+        if torch.is_autocast_enabled(kind):  # cast once, not once per step (a transposed view is not cached)
+            recurrent = recurrent.to(torch.get_autocast_dtype(kind))
         h, c = state
         outputs = []
         # split/chunk give views whose backward is one concatenation, not a zero-filled copy per slice.
         step_resets = resets.split(batch_sizes) if resets is not None else [None] * len(batch_sizes)
         for step_inputs, reset in zip(projected_inputs.split(batch_sizes), step_resets, strict=True):
             n = step_inputs.shape[0]
-            h_prev, c_prev = h[:n], c[:n]
+            h_prev, c_prev = (h, c) if n == h.shape[0] else (h[:n], c[:n])  # a full slice costs a copy back
             if reset is not None:  # (n,) the state a stateless run starts a sentence from: zeros
                 h_prev = h_prev.masked_fill(reset[:, None], 0.0)
                 c_prev = c_prev.masked_fill(reset[:, None], 0.0)

@@ -1,0 +1,202 @@
+"""The biLM's faster code paths against the original ones: the fused recurrence, the trimmed char CNN, torch's
+LSTM kernel for clip-free biLMs (on CPU here; on CUDA with the ``cuda`` marker), and bf16 pretraining."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from ner_app.bilm import lstm_cudnn
+from ner_app.bilm.char_cnn import CharCNN, trim_constant_tail
+from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
+from ner_app.bilm.options import BilmOptions
+from ner_app.bilm.weights import load_bilm
+from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.pretrain.module import run_stack
+from ner_app.pretrain.run import run_pretraining
+from tests.conftest import TINY_OPTIONS, random_bilm
+from tests.test_pretrain import REPO, tiny_overrides, write_grammar
+
+SIZES = [4, 4, 3, 2, 2, 1]  # a packed batch of 4 rows with lengths 6, 5, 3, 2
+
+
+@pytest.fixture
+def switches() -> Iterator[None]:
+    """Restore the class-level path switches after a test."""
+    fused, use, trim = LstmCellWithProjection.fused, LstmCellWithProjection.torch_lstm, CharCNN.trim_tail
+    yield
+    LstmCellWithProjection.fused, LstmCellWithProjection.torch_lstm, CharCNN.trim_tail = fused, use, trim
+
+
+def random_cell(clip: float | None, seed: int = 0) -> LstmCellWithProjection:
+    torch.manual_seed(seed)
+    cell = LstmCellWithProjection(6, 12, 5, clip, None if clip is None else 0.4)
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.uniform_(-1, 1)  # large enough that both clips and every gate matter
+    return cell
+
+
+def run_cell(cell: LstmCellWithProjection, resets: torch.Tensor | None, seed: int = 1) -> list[torch.Tensor]:
+    """Outputs, final state and the gradients of a random linear function of all three w.r.t. everything."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(sum(SIZES), 6, generator=gen, requires_grad=True)
+    h0 = torch.randn(4, 5, generator=gen, requires_grad=True)
+    c0 = torch.randn(4, 12, generator=gen, requires_grad=True)
+    out, (h, c) = cell(x, SIZES, (h0, c0), resets=resets)
+    loss = sum((t * torch.randn(t.shape, generator=gen)).sum() for t in (out, h, c))
+    grads = torch.autograd.grad(loss, [x, h0, c0, *cell.parameters()])
+    return [out.detach(), h.detach(), c.detach(), *grads]
+
+
+@pytest.mark.parametrize("clip", [0.5, None])
+@pytest.mark.parametrize("with_resets", [False, True])
+def test_fused_recurrence_is_the_loop(switches: None, clip: float | None, with_resets: bool) -> None:
+    cell = random_cell(clip)
+    resets = torch.tensor([i % 3 == 1 for i in range(sum(SIZES))]) if with_resets else None
+    LstmCellWithProjection.fused = False
+    loop = run_cell(cell, resets)
+    LstmCellWithProjection.fused = True
+    fused = run_cell(cell, resets)
+    for a, b in zip(loop[:3], fused[:3], strict=True):
+        assert torch.equal(a, b)  # the forward is the same arithmetic: identical bits
+    for a, b in zip(loop[3:], fused[3:], strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    if clip is not None:  # the clips were active, so their gradient masks were exercised
+        assert (loop[2].abs() == clip).any()
+
+
+def test_fused_recurrence_under_bf16_autocast_stays_close(switches: None) -> None:
+    cell = random_cell(0.5)
+    LstmCellWithProjection.fused = False
+    exact = run_cell(cell, None)
+    LstmCellWithProjection.fused = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        approx = run_cell(cell, None)
+    assert all(t.dtype == torch.float32 for t in approx[:3])  # state and outputs stay fp32
+    for a, b in zip(exact, approx, strict=True):
+        torch.testing.assert_close(b, a, atol=0.1, rtol=0.05)
+
+
+def test_trimmed_char_cnn_is_exact(switches: None) -> None:
+    torch.manual_seed(0)
+    cnn = CharCNN(4, ((1, 4), (3, 8), (7, 8)))
+    words = [["the", "Internationalization", "a", ",", "x" * 60, "é"], ["b", "cd"]]
+    ids = batch_to_ids(words)
+    ids = ids[(ids > 0).any(-1)]  # (8, 50): the tokens
+    for rows in ([0, 1, 2, 3, 5, 6, 7], [6, 7], [2], list(range(8))):
+        CharCNN.trim_tail = False
+        full = cnn(ids[rows])
+        CharCNN.trim_tail = True
+        assert torch.equal(cnn(ids[rows]), full)
+    assert trim_constant_tail(ids[[6, 7]], 7).shape == (2, 4 + 7)  # "cd" is <w> c d </w>: 4 ids + width
+    assert trim_constant_tail(ids, 7).shape == (8, 50)  # a 50-id word keeps everything
+    assert trim_constant_tail(ids[:0], 7).shape == (0, 50)
+
+
+def test_torch_lstm_path_is_the_cell_without_clips(switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    original = lstm_cudnn.torch_lstm_recurrence
+    monkeypatch.setattr("ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a))
+    cell = random_cell(None)
+    LstmCellWithProjection.torch_lstm = "off"
+    loop = run_cell(cell, None)
+    assert not calls
+    LstmCellWithProjection.torch_lstm = "on"
+    kernel = run_cell(cell, None)
+    assert calls
+    for a, b in zip(loop, kernel, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    calls.clear()
+    run_cell(random_cell(0.5), None)  # clips: the kernel cannot compute them
+    run_cell(cell, torch.tensor([i == 5 for i in range(sum(SIZES))]))  # a reset inside the sequence
+    assert not calls
+    LstmCellWithProjection.torch_lstm = "auto"
+    run_cell(cell, None)
+    assert bool(calls) == torch.cuda.is_available()
+
+
+def clip_free(options: BilmOptions = TINY_OPTIONS) -> BilmOptions:
+    return BilmOptions(**{**options.__dict__, "cell_clip": None, "proj_clip": None})
+
+
+def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: None) -> None:
+    bilm = random_bilm(clip_free())
+    assert isinstance(bilm.lstm, ElmoLstm) and bilm.lstm.use_skip_connections
+    batches = [
+        batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]]),
+        batch_to_ids([["g", "h"], ["i", "j", "k", "l"]]),
+    ]
+    results = {}
+    for use in ("off", "on"):
+        LstmCellWithProjection.torch_lstm = use
+        bilm.stateful = True  # resets the carried state
+        with torch.no_grad():
+            results[use] = [layer for ids in batches for layer in bilm(ids).layers]
+    for a, b in zip(results["off"], results["on"], strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+def test_torch_lstm_path_trains_run_stack_like_the_loop(switches: None) -> None:
+    bilm = random_bilm(clip_free(), scale=0.3).train()
+    lstm = bilm.lstm
+    x = torch.randn(3, 7, lstm.projection_size)
+    grads = {}
+    for use in ("off", "on"):
+        LstmCellWithProjection.torch_lstm = use
+        lstm.zero_grad()
+        first, states = run_stack(lstm.forward_layers, x[:, :4], None, 0.0, True, True)
+        second, _ = run_stack(lstm.forward_layers, x[:, 4:], states, 0.0, True, True)
+        (torch.cat([first, second], 1) * torch.linspace(-1, 1, 7)[None, :, None]).sum().backward()
+        grads[use] = [p.grad.clone() for p in lstm.forward_layers.parameters()]
+        grads[use].append(torch.cat([first, second], 1).detach())
+    for a, b in zip(grads["off"], grads["on"], strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.cuda
+def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(switches: None) -> None:
+    bilm = random_bilm(clip_free())
+    ids = batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]])
+    LstmCellWithProjection.torch_lstm = "off"
+    with torch.no_grad():
+        expected = bilm(ids).layers
+        LstmCellWithProjection.torch_lstm = "auto"  # CUDA and no clips: cuDNN
+        found = bilm.cuda()(ids.cuda()).layers
+    for a, b in zip(expected, found, strict=True):
+        torch.testing.assert_close(b.cpu(), a, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_pretraining_reaches_the_fp32_perplexity(tmp_path: Path) -> None:
+    """bf16 autocast on the CPU (fp32 master weights) learns the tiny grammar as well as fp32 does."""
+    corpus = write_grammar(tmp_path / "train.txt", 1500, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 100, seed=1)
+    results = {}
+    for precision in ("32-true", "bf16-mixed"):
+        overrides = tiny_overrides(tmp_path / precision, corpus, [heldout], steps=120)
+        overrides += [f"train.precision={precision}", "train.accelerator=cpu"]
+        cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
+        results[precision] = run_pretraining(cfg)["heldout"]["heldout.txt"]["mean"]
+    assert results["bf16-mixed"] < 5, results  # uniform would be 18, the grammar itself about 2
+    assert abs(results["bf16-mixed"] - results["32-true"]) < 0.1 * results["32-true"], results
+
+
+def test_pretraining_without_clips_exports_null_clips(tmp_path: Path) -> None:
+    """A clip-free biLM (the GPU path's condition) pretrains, exports nulls in options.json and loads back."""
+    corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
+    overrides = tiny_overrides(tmp_path, corpus, [corpus], steps=5) + [
+        "model.cell_clip=null",
+        "model.proj_clip=null",
+    ]
+    cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
+    run_pretraining(cfg)
+    run = tmp_path / "run"
+    lstm_options = json.loads((run / "options.json").read_text())["lstm"]
+    assert lstm_options["cell_clip"] is None and lstm_options["proj_clip"] is None
+    cell = load_bilm(run / "options.json", run / "weights.hdf5").lstm.forward_layers[0]
+    assert cell.cell_clip is None and cell.proj_clip is None
