@@ -105,6 +105,14 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from ner_app.report import write_report
+
+    out = write_report(args.run_dir, args.output)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
     try:
@@ -208,6 +216,16 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--threads", type=positive_int, help="torch CPU threads (same as train.threads=N)")
     pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     pretrain.set_defaults(run=_pretrain_bilm)
+
+    report = commands.add_parser(
+        "report",
+        help="write a run folder's self-contained HTML report (curves, per-type scores, errors, ELMo weights)",
+        description="Reads metrics.json, logs/metrics.csv, predictions_{dev,test}.conll and the trained weights "
+        "of a train.py run folder and writes one HTML file with its images embedded (docs/report.md).",
+    )
+    report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
+    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
+    report.set_defaults(run=_report)
     return parser
 
 

@@ -29,6 +29,7 @@ from ner_app.data.vocab import build_word_vocab
 from ner_app.errors import MissingFileError
 from ner_app.export import export_model
 from ner_app.limits import check_train_config
+from ner_app.report.run_report import report_after_training
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
@@ -217,4 +218,5 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
     if trainer.is_global_zero:
         metrics = write_reports(module, corpus, run_dir)
         export_model(module.tagger, spec, run_dir / "export")
+        report_after_training(run_dir)  # never raises: the results above are already on disk (docs/report.md)
     return metrics
