@@ -77,6 +77,12 @@ def _predict(args: argparse.Namespace) -> int:
         if args.format == "conll":
             for line in predict_conll(predictor, lines):
                 print(line)
+        elif args.format == "html":
+            from ner_app.report.predictions_html import entity_types, predictions_html
+
+            types = entity_types(predictor.tags.itos)
+            for piece in predictions_html(predictor.predict_texts(lines), types, title=f"Entities in {name}"):
+                sys.stdout.write(piece)
         else:
             for result in predictor.predict_texts(lines):
                 # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
@@ -84,6 +90,33 @@ def _predict(args: argparse.Namespace) -> int:
                 print(
                     line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
                 )
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import os
+
+    from ner_app.report.compare import group_runs, read_run
+    from ner_app.report.compare_tables import compare_tables, markdown
+
+    runs, seen = [], set()
+    for folder in args.runs:
+        if Path(folder).resolve() not in seen:  # a folder named twice (overlapping globs) counts once
+            seen.add(Path(folder).resolve())
+            runs.append(read_run(folder))
+    groups = group_runs(runs)
+    tables = compare_tables(groups)
+    print(markdown(tables), end="")
+    if args.html:
+        from ner_app.report.compare_html import compare_html
+
+        out = Path(args.html)
+        if out.is_dir():
+            raise NerAppError(f"--html {out}: is a folder, expected a file name")
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(compare_html(groups, tables), encoding="utf-8")
+        os.replace(tmp, out)  # a reader never sees half a page
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
@@ -195,13 +228,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--model", required=True, help="an export directory")
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
-    predict.add_argument("--format", default="text", choices=["text", "conll"])
+    predict.add_argument(
+        "--format", default="text", choices=["text", "conll", "html"],
+        help="html: one self-contained page, the text with its entities highlighted by type",
+    )  # fmt: skip
     predict.add_argument("--batch-size", type=positive_int, default=64)
     predict.add_argument(
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
     )
     predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     predict.set_defaults(run=_predict)
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare finished runs: dev/test F1 mean +/- std per config, per entity type, paired by seed",
+        description="Groups the run folders by config (seed, output_dir, threads, logging and cache keys left "
+        "out) and data, and prints Markdown tables: F1 mean +/- sample std over seeds, per entity type, and "
+        "per-seed differences between configs that share seeds (docs/compare_and_predict_html.md).",
+    )
+    compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
+    compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
+    compare.set_defaults(run=_compare)
 
     pretrain = commands.add_parser(
         "pretrain-bilm",

@@ -1,4 +1,5 @@
-"""The offline HTML run report (docs/report.md): ``write_report(run_dir)`` -> ``run_dir/report.html``."""
+"""Reports read by people: the offline HTML run report (docs/report.md), HTML views of predictions, and tables
+comparing runs (docs/compare_and_predict_html.md)."""
 
 from ner_app.report.run_report import build_report, report_after_training, write_report
 

@@ -1,0 +1,237 @@
+"""``python -m ner_app compare RUN_DIR ...``: F1 over seeds per config, and paired differences by seed.
+
+A run folder is read from what ``train.py`` leaves in it: ``metrics.json`` (the scores), ``config.yaml`` (the
+config, seed included) and the run identity stamped in its checkpoint (the data's fingerprint). Runs are
+grouped by their config without the seed, the output folder and the keys that only say how a run was
+carried out (threads, logging, caches), and by their data: a group is one recipe, its runs are its seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ner_app.config import config_to_dict, load_config
+from ner_app.errors import NerAppError
+from ner_app.training.run_dir import IDENTITY_KEY
+
+SPLITS = ("dev", "test")
+# Keys that change neither what is trained nor the result: left out of a run's recipe.
+OPERATIONAL_KEYS = {
+    "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
+    "elmo.cache_dir", "data.num_workers",
+}  # fmt: skip
+
+
+class CompareError(NerAppError):
+    """A folder given to ``compare`` that is not a finished training run, or two runs of one seed."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished training run: its recipe, seed and scores (F1 in percent)."""
+
+    path: Path
+    seed: int
+    recipe: tuple[tuple[str, Any], ...]  # the flattened config without OPERATIONAL_KEYS, sorted by key
+    data: str | None  # the data fingerprint of the checkpoint's run identity (None without a checkpoint)
+    f1: dict[str, float]  # split -> entity F1
+    per_type: dict[str, dict[str, float]]  # split -> entity type -> F1
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs of one recipe on one data set, in seed order, with a readable name."""
+
+    name: str
+    runs: tuple[Run, ...]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.runs]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and sample standard deviation (n - 1; None for a single value) of ``n`` values."""
+
+    mean: float
+    std: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        n = len(values)
+        mean = math.fsum(values) / n
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+        return cls(mean, std, n)
+
+    def __str__(self) -> str:
+        return f"{self.mean:.2f}" if self.std is None else f"{self.mean:.2f} ± {self.std:.2f}"
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def _f1(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CompareError(f"{where}: expected a number, found {value!r:.40}")
+    return float(value)
+
+
+def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """(split -> F1, split -> type -> F1) from a run's ``metrics.json``."""
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CompareError(f"{path}: not a JSON file ({err})") from None
+    if not isinstance(metrics, dict) or not all(isinstance(metrics.get(s), dict) for s in SPLITS):
+        found = ", ".join(sorted(metrics)[:4]) if isinstance(metrics, dict) else type(metrics).__name__
+        raise CompareError(
+            f"{path}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
+        )
+    f1 = {s: _f1(metrics[s].get("f1"), f"{path}: {s}.f1") for s in SPLITS}
+    per_type: dict[str, dict[str, float]] = {}
+    for s in SPLITS:
+        types = metrics[s].get("per_type", {})
+        if not isinstance(types, dict):
+            raise CompareError(f"{path}: {s}.per_type: expected a mapping of entity types")
+        per_type[s] = {
+            t: _f1(v.get("f1") if isinstance(v, dict) else v, f"{path}: {s}.per_type.{t}.f1")
+            for t, v in types.items()
+        }
+    return f1, per_type
+
+
+def _data_fingerprint(run_dir: Path) -> str | None:
+    """The data fingerprint stamped in the run's checkpoint (memory-mapped: the weights are not read)."""
+    import torch
+
+    for name in ("last.ckpt", "best.ckpt"):
+        path = run_dir / "checkpoints" / name
+        if path.is_file():
+            try:
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except Exception as err:  # any failure of a file we did not write is the file's, not ours
+                raise CompareError(
+                    f"{path}: not a readable checkpoint ({type(err).__name__}); "
+                    "it is read for the run's data fingerprint"
+                ) from None
+            identity = checkpoint.get(IDENTITY_KEY) if isinstance(checkpoint, dict) else None
+            data = identity.get("data") if isinstance(identity, dict) else None
+            return data if isinstance(data, str) else None
+    return None
+
+
+def read_run(run_dir: str | Path) -> Run:
+    """The run in ``run_dir``; a ``CompareError`` naming the path when it is not a finished training run."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise CompareError(f"{run_dir}: no such folder, expected a run folder (a train.py output_dir)")
+    if not run_dir.is_dir():
+        raise CompareError(f"{run_dir}: is a file, expected a run folder (a train.py output_dir)")
+    metrics, config = run_dir / "metrics.json", run_dir / "config.yaml"
+    if not metrics.is_file():
+        if config.is_file():
+            raise CompareError(
+                f"{run_dir}: no metrics.json, the run has not finished (continue it with --resume)"
+            )
+        raise CompareError(f"{run_dir}: not a run folder (no metrics.json or config.yaml)")
+    f1, per_type = _scores(metrics)
+    if not config.is_file():
+        raise CompareError(f"{run_dir}: no config.yaml, needed to group the run with its config")
+    flat = _flatten(config_to_dict(load_config(config)))
+    recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
+    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type)
+
+
+def group_runs(runs: Iterable[Run]) -> list[Group]:
+    """Runs grouped by recipe and data, in the order groups first appear; names from folders or differences.
+
+    A run without a checkpoint (no data fingerprint) joins the group of its recipe when that recipe was run
+    on one data set only. Two runs of one group with one seed are an error: they would count twice.
+    """
+    keyed: dict[tuple[Any, ...], list[Run]] = {}
+    runs = list(runs)
+    for run in runs:
+        keyed.setdefault((run.recipe, run.data), []).append(run)
+    for recipe, data in list(keyed):
+        known = [d for r, d in keyed if r == recipe and d is not None]
+        if data is None and len(known) == 1:
+            keyed[(recipe, known[0])] += keyed.pop((recipe, None))
+    groups = []
+    for members in keyed.values():
+        members.sort(key=lambda r: r.seed)
+        for a, b in zip(members, members[1:], strict=False):
+            if a.seed == b.seed:
+                raise CompareError(
+                    f"{a.path} and {b.path}: two runs of one config with seed {a.seed}; pass only one"
+                )
+        groups.append(members)
+    return [Group(name, tuple(m)) for name, m in zip(_names(groups), groups, strict=True)]
+
+
+def differing_keys(groups: Sequence[Sequence[Run]]) -> list[str]:
+    """The recipe keys (and "data") whose value is not the same in every group."""
+    recipes = [dict(g[0].recipe) for g in groups]
+    keys = sorted({k for r in recipes for k in r})
+    out = [k for k in keys if len({repr(r.get(k)) for r in recipes}) > 1]
+    return out + (["data"] if len({g[0].data for g in groups}) > 1 else [])
+
+
+def value_of(run: Run, key: str) -> str:
+    """A recipe value as the config file writes it ("data": the fingerprint's first 8 hex digits)."""
+    if key == "data":
+        return (run.data or "?")[:8]
+    value = dict(run.recipe).get(key)
+    if value is None or isinstance(value, bool):
+        text = {None: "null", True: "true", False: "false"}[value]
+    elif isinstance(value, tuple):
+        text = "[" + ", ".join(map(str, value)) + "]"
+    else:
+        text = str(value)
+    return text if len(text) <= 32 else "…" + text[-31:]  # a long path: its end tells runs apart
+
+
+def _stem(path: Path) -> str:
+    """A folder name without its seed: "elmo_seed3" -> "elmo"."""
+    name = re.sub(r"\d+$", "", path.resolve().name)
+    return re.sub(r"[-_. ]+(seed|s)$", "", name).strip("-_. ")
+
+
+def _names(groups: Sequence[Sequence[Run]]) -> list[str]:
+    """The folder name the runs share (seed removed) when that tells groups apart, else what differs."""
+    stems = []
+    for members in groups:
+        shared = {_stem(r.path) for r in members}
+        stems.append(shared.pop() if len(shared) == 1 else "")
+    if all(stems) and len(set(stems)) == len(stems):
+        return stems
+    keys = differing_keys(groups)
+    if not keys:  # one group whose runs' folders share no name
+        return [f"config {i + 1}" for i in range(len(groups))]
+    names = [
+        ", ".join(f"{k}={value_of(members[0], k)}" for k in keys[:3])
+        + (f" (+{len(keys) - 3} more)" if len(keys) > 3 else "")
+        for members in groups
+    ]
+    return [n if names.count(n) == 1 else f"{n} #{i + 1}" for i, n in enumerate(names)]
+
+
+def paired_differences(a: Group, b: Group, split: str) -> tuple[list[int], list[float]]:
+    """The seeds both groups ran and, per seed, F1 of ``b`` minus F1 of ``a`` on ``split``."""
+    by_seed = {r.seed: r for r in a.runs}
+    shared = [r for r in b.runs if r.seed in by_seed]
+    return [r.seed for r in shared], [r.f1[split] - by_seed[r.seed].f1[split] for r in shared]

@@ -1,0 +1,107 @@
+"""The tables of ``compare``: as data first, then as Markdown (stdout, the README's results tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from ner_app.report.compare import SPLITS, Group, Summary, differing_keys, paired_differences, value_of
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table of text cells; ``numeric`` marks the columns to right-align."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...]
+
+
+def f1_table(groups: Sequence[Group]) -> Table:
+    rows = tuple(
+        (g.name, str(len(g.runs)), ", ".join(map(str, g.seeds)),
+         *(str(Summary.of([r.f1[s] for r in g.runs])) for s in SPLITS))
+        for g in groups
+    )  # fmt: skip
+    return Table(
+        "Entity F1 (%), mean ± sample std (n − 1) over seeds",
+        ("config", "runs", "seeds", "dev F1", "test F1"),
+        rows,
+        (False, True, False, True, True),
+    )
+
+
+def per_type_table(groups: Sequence[Group], split: str) -> Table:
+    """F1 per entity type; a type some runs of a group lack is averaged over the runs that have it (n shown)."""
+    types = sorted({t for g in groups for r in g.runs for t in r.per_type[split]})
+    rows = []
+    for g in groups:
+        cells = []
+        for t in types:
+            values = [r.per_type[split][t] for r in g.runs if t in r.per_type[split]]
+            summary = Summary.of(values) if values else None
+            note = f" (n={len(values)})" if summary is not None and len(values) < len(g.runs) else ""
+            cells.append("–" if summary is None else f"{summary}{note}")
+        rows.append((g.name, *cells))
+    name = {"dev": "Dev", "test": "Test"}[split]
+    return Table(
+        f"{name} F1 (%) per entity type, mean ± sample std over seeds",
+        ("config", *types),
+        tuple(rows),
+        (False, *(True for _ in types)),
+    )
+
+
+def paired_table(groups: Sequence[Group]) -> Table | None:
+    """For every two groups that ran some seed both: mean ± std over shared seeds of (F1 of B − F1 of A)."""
+    rows = []
+    for a, b in combinations(groups, 2):
+        seeds, _ = paired_differences(a, b, "dev")
+        if seeds:
+            cells = [str(Summary.of(paired_differences(a, b, s)[1])) for s in SPLITS]
+            rows.append((a.name, b.name, ", ".join(map(str, seeds)), *cells))
+    if not rows:
+        return None
+    return Table(
+        "Paired by seed: B − A in F1 points, mean ± sample std of the per-seed differences",
+        ("A", "B", "shared seeds", "dev ΔF1", "test ΔF1"),
+        tuple(rows),
+        (False, False, False, True, True),
+    )
+
+
+def differences_table(groups: Sequence[Group]) -> Table | None:
+    """What tells the groups' configs apart (None for one group or identical configs)."""
+    keys = differing_keys([g.runs for g in groups])
+    if len(groups) < 2 or not keys:
+        return None
+    rows = tuple((g.name, *(value_of(g.runs[0], k) for k in keys)) for g in groups)
+    return Table("What differs between the configs", ("config", *keys), rows, (False, *(False for _ in keys)))
+
+
+def compare_tables(groups: Sequence[Group]) -> list[Table]:
+    """Every table of the comparison, in reading order."""
+    tables = [f1_table(groups), per_type_table(groups, "test"), per_type_table(groups, "dev")]
+    return tables + [t for t in (paired_table(groups), differences_table(groups)) if t is not None]
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(tables: Sequence[Table]) -> str:
+    """GitHub Markdown: a bold title line and a pipe table per table."""
+    out = []
+    for table in tables:
+        align = "|".join("---:" if n else "---" for n in table.numeric)
+        lines = [
+            f"**{table.title}**",
+            "",
+            "| " + " | ".join(map(_md_cell, table.header)) + " |",
+            f"|{align}|",
+        ]
+        lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,212 @@
+"""``compare``: tables checked against numbers computed by hand from real runs' metrics.json files."""
+
+import base64
+import io
+import json
+import math
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import torch
+
+from ner_app.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = {"base": (["optim.lr=0.01"], [1, 2, 3]), "lr02": (["optim.lr=0.02"], [2, 3])}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Five real tiny runs: the tiny config with two learning rates; seeds 1-3 and 2-3."""
+    tmp = tmp_path_factory.mktemp("compare")
+    out = {}
+    for name, (overrides, seeds) in RECIPES.items():
+        for seed in seeds:
+            folder = tmp / f"{name}_seed{seed}"
+            code = main(["train", "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={folder}",
+                         f"seed={seed}", "trainer.max_epochs=4", "trainer.threads=1", "elmo.cache_dir=null",
+                         f"data.dir={ROOT / 'tests/data/tiny_conll'}", *overrides,
+                         f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
+                         f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}"])  # fmt: skip
+            assert code == 0
+            out[folder.name] = folder
+    return out
+
+
+def f1(folder: Path, split: str, kind: str | None = None) -> float:
+    scores = json.loads((folder / "metrics.json").read_text())[split]
+    return scores["f1"] if kind is None else scores["per_type"][kind]["f1"]
+
+
+def by_hand(values: list[float]) -> str:
+    """mean ± sample std, written out rather than through the code under test."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)):.2f}"
+
+
+def compare(capsys, *args) -> tuple[int, str, str]:
+    code = main(["compare", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def tables(markdown: str) -> dict[str, list[list[str]]]:
+    """Title -> rows (header first) of every Markdown table."""
+    out: dict[str, list[list[str]]] = {}
+    for block in markdown.strip().split("\n\n**"):
+        title, _, body = block.strip("*").partition("**\n\n")
+        lines = [line for line in body.splitlines() if not line.startswith("|--")]
+        out[title] = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    return out
+
+
+def find(tables_: dict[str, list[list[str]]], start: str) -> list[list[str]]:
+    return next(rows for title, rows in tables_.items() if title.startswith(start))
+
+
+def test_table_equals_numbers_by_hand(runs, capsys):
+    code, out, _ = compare(capsys, *runs.values())
+    assert code == 0
+    t = tables(out)
+    rows = {r[0]: r for r in find(t, "Entity F1")[1:]}
+    assert list(rows) == ["base", "lr02"]  # named by their folders without the seed
+    for name, (_, seeds) in RECIPES.items():
+        folders = [runs[f"{name}_seed{s}"] for s in seeds]
+        assert rows[name] == [name, str(len(seeds)), ", ".join(map(str, seeds)),
+                              by_hand([f1(f, "dev") for f in folders]),
+                              by_hand([f1(f, "test") for f in folders])]  # fmt: skip
+    assert len({rows["base"][3], rows["lr02"][3]}) == 2, "both recipes scored alike: a weak test"
+    for split, title in (("test", "Test F1"), ("dev", "Dev F1")):
+        header, *type_rows = find(t, title)
+        assert header == ["config", "LOC", "MISC", "ORG", "PER"]
+        for row in type_rows:
+            _, seeds = RECIPES[row[0]]
+            folders = [runs[f"{row[0]}_seed{s}"] for s in seeds]
+            assert row[1:] == [by_hand([f1(f, split, k) for f in folders]) for k in header[1:]]
+    assert find(t, "What differs") == [["config", "optim.lr"], ["base", "0.01"], ["lr02", "0.02"]]
+
+
+def test_paired_by_seed(runs, capsys):
+    _, out, _ = compare(capsys, *runs.values())
+    header, *rows = find(tables(out), "Paired by seed")
+    assert header == ["A", "B", "shared seeds", "dev ΔF1", "test ΔF1"]
+    diffs = {s: [f1(runs[f"lr02_seed{n}"], s) - f1(runs[f"base_seed{n}"], s) for n in (2, 3)]
+             for s in ("dev", "test")}  # fmt: skip
+    assert rows == [["base", "lr02", "2, 3", by_hand(diffs["dev"]), by_hand(diffs["test"])]]
+
+
+def test_groups_by_config_not_by_folder_name(runs, capsys, tmp_path):
+    """Folders named 1..5 in any order: the config (without seed and output_dir) still makes the groups."""
+    copies = []
+    for n, name in enumerate(["lr02_seed3", "base_seed1", "base_seed3", "lr02_seed2", "base_seed2"]):
+        copies.append(tmp_path / str(n) / "run")
+        shutil.copytree(runs[name], copies[-1])
+    _, out, _ = compare(capsys, *copies)
+    rows = find(tables(out), "Entity F1")[1:]
+    assert [r[:3] for r in rows] == [["optim.lr=0.02", "2", "2, 3"], ["optim.lr=0.01", "3", "1, 2, 3"]]
+
+
+def test_same_config_on_other_data_is_another_group(runs, capsys, tmp_path):
+    other = tmp_path / "other_seed1"
+    shutil.copytree(runs["base_seed1"], other)
+    for ckpt in (other / "checkpoints").iterdir():  # the same config trained on other data files
+        checkpoint = torch.load(ckpt, weights_only=True)
+        checkpoint["ner_app_run"]["data"] = "f" * 64
+        torch.save(checkpoint, ckpt)
+    _, out, _ = compare(capsys, runs["base_seed1"], runs["base_seed2"], runs["base_seed3"], other)
+    t = tables(out)
+    rows = find(t, "Entity F1")[1:]
+    assert [r[:3] for r in rows] == [["base", "3", "1, 2, 3"], ["other", "1", "1"]]
+    assert rows[1][3:] == [by_hand([f1(other, "dev")]), by_hand([f1(other, "test")])]  # one run: no std
+    differs = find(t, "What differs")
+    assert differs[0] == ["config", "data"] and differs[2] == ["other", "ffffffff"]
+
+
+def test_a_run_without_checkpoints_joins_its_config(runs, capsys, tmp_path):
+    bare = tmp_path / "base_seed2"
+    shutil.copytree(runs["base_seed2"], bare, ignore=shutil.ignore_patterns("checkpoints"))
+    _, out, _ = compare(capsys, runs["base_seed1"], bare, runs["base_seed3"])
+    assert [r[:3] for r in find(tables(out), "Entity F1")[1:]] == [["base", "3", "1, 2, 3"]]
+
+
+def test_html_page_has_the_tables_and_an_embedded_chart(runs, capsys, tmp_path):
+    page = tmp_path / "compare.html"
+    code, out, _ = compare(capsys, *runs.values(), "--html", page)
+    assert code == 0
+    html = page.read_text(encoding="utf-8")
+    png = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert png is not None
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(png.group(1))))
+    assert image.format == "PNG" and image.size[0] > 300 and image.size[1] > 200
+    assert not re.search(r"(src|href)=\"(?!data:)", html)  # nothing fetched from outside
+    parser = HtmlTables()
+    parser.feed(html)
+    assert parser.tables == tables(out)  # the page holds exactly the Markdown's tables
+    assert [p.name for p in tmp_path.iterdir()] == ["compare.html"]  # no temporary file left
+
+
+class HtmlTables(HTMLParser):
+    """caption -> rows (header first) of every <table>, cells as text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: dict[str, list[list[str]]] = {}
+        self._caption: str | None = None
+        self._cell: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "caption":
+            self._caption = ""
+        elif tag == "tr":
+            self.tables[self._title].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "caption":
+            self._title, self._caption = self._caption, None
+            self.tables[self._title] = []
+        elif tag in ("td", "th"):
+            self.tables[self._title][-1].append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._caption is not None:
+            self._caption += data
+        elif self._cell is not None:
+            self._cell += data
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path.parent
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda t, r: t / "missing", "missing: no such folder, expected a run folder"),
+        (lambda t, r: write(t / "f" / "x", "") / "x", "x: is a file, expected a run folder"),
+        (lambda t, r: t, "not a run folder (no metrics.json or config.yaml)"),
+        (lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"), "u: no metrics.json, the run has not finished"),
+        (lambda t, r: write(t / "p" / "metrics.json", '{"heldout": {}, "steps": 3}'),
+         "metrics.json: expected the dev and test scores of a train.py run, found heldout, steps"),
+        (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json: not a JSON file"),
+        (lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": "high"}, "test": {"f1": 1}}'),
+         "metrics.json: dev.f1: expected a number, found 'high'"),
+        (lambda t, r: shutil.copytree(r["base_seed1"], t / "again"), "two runs of one config with seed 1"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_naming_the_path(runs, capsys, tmp_path, make, message):
+    path = make(tmp_path, runs)
+    code, out, err = compare(capsys, runs["base_seed1"], path)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
