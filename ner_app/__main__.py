@@ -43,8 +43,19 @@ def _embed(args: argparse.Namespace) -> int:
         raise NerAppError(
             f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
         )
-    count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
-                       context=args.context, max_stream_positions=args.max_stream_positions)  # fmt: skip
+    if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/tfhub_outputs.md)
+        from ner_app.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
+
+        names = parse_outputs(args.outputs, bilm.num_layers - 1)
+        mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
+        count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
+                                   device=args.device, context=args.context,
+                                   max_stream_positions=args.max_stream_positions)  # fmt: skip
+    elif args.scalar_mix is not None or args.gamma is not None:
+        raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
+    else:
+        count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
+                           context=args.context, max_stream_positions=args.max_stream_positions)  # fmt: skip
     print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
     return 0
 
@@ -207,6 +218,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-stream-positions", type=int, default=2048,
         help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence)",
     )  # fmt: skip
+    embed.add_argument(
+        "--outputs", metavar="NAMES",
+        help="write TF-Hub ELMo's named outputs instead: 'all' or a comma-separated subset of word_emb,"
+        "lstm_outputs1,lstm_outputs2,elmo,default; one hdf5 group per line (docs/tfhub_outputs.md)",
+    )  # fmt: skip
+    embed.add_argument(
+        "--scalar-mix",
+        metavar="W0,W1,...",
+        help="with --outputs: pre-softmax layer weights (default uniform)",
+    )
+    embed.add_argument("--gamma", type=float, help="with --outputs: the mix's scale (default 1)")
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser(
