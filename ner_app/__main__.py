@@ -142,6 +142,8 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     from ner_app.pretrain.run import run_pretraining  # heavy imports after the config is known to be valid
 
     metrics = run_pretraining(cfg, resume=args.resume)
+    if not metrics:  # a DDP rank other than 0: rank 0 reports
+        return 0
     for name, result in metrics["heldout"].items():
         print(f"{name}: perplexity forward {result['forward']:.2f} backward {result['backward']:.2f} "
               f"mean {result['mean']:.2f}")  # fmt: skip

@@ -159,6 +159,11 @@ class BilmTrainConfig:
     eval_batch_size: int = 64  # sentences per held-out batch
     precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
     accelerator: Accelerator = "auto"  # Lightning accelerator
+    # DDP (docs/scaling_out.md): each process reads its own batch_size streams, so a step reads
+    # devices x num_nodes x batch_size streams in all.
+    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
+    num_nodes: int = 1  # machines (torchrun or SLURM start one process per device)
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
     threads: int | None = None  # torch CPU threads; null = torch default
     enable_progress_bar: bool = True  # Lightning progress bar
 

@@ -2,7 +2,9 @@
 
 The training text becomes one token stream (every sentence ``<S> w1 .. wn </S>``, sentences in a seeded
 shuffled order), cut into ``batch_size`` equal contiguous streams, one per batch row, read in windows of
-``unroll_steps`` tokens so that the LSTM state of row i carries over from one window to the next.
+``unroll_steps`` tokens so that the LSTM state of row i carries over from one window to the next. Under DDP
+with W processes the stream is cut into W x ``batch_size`` rows and each process reads its own ``batch_size``
+(``stream_rows``): every process packs the same epoch from the same seed, so the shares need no messages.
 """
 
 from __future__ import annotations
@@ -129,6 +131,20 @@ def pack(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
     return corpus.tokens[source]
 
 
+def stream_rows(num_tokens: int, batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray:
+    """(B, S) positions in an epoch's packed stream that process ``rank`` of ``world_size`` reads, row by row.
+
+    The stream is cut into ``world_size * batch_size`` equal rows of S tokens (the remainder, fewer than that
+    many tokens, is dropped); process r reads rows rB .. rB + B - 1. The shares are disjoint, together cover
+    every kept token, and process r's rows are rows rB .. rB + B - 1 of one process with W x B rows.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in [0, {world_size})")
+    length = num_tokens // (batch_size * world_size)
+    start = rank * batch_size * length
+    return np.arange(start, start + batch_size * length).reshape(batch_size, length)
+
+
 class StreamBatches:
     """The training batches of one corpus: an iterable of dicts, ``len`` windows per epoch.
 
@@ -138,7 +154,9 @@ class StreamBatches:
     Each direction: ``char_ids`` (B, T, 50) long in text order, ``targets`` (B, T) long softmax ids
     (forward: the next token, backward: the previous one, ``IGNORE`` where there is none, and for the
     ``</S> -> <S>`` seams between packed sentences, which are certain), ``mask`` (B, T) bool.
-    Iteration resumes from ``load_state_dict`` (Lightning saves ``state_dict`` in its checkpoints).
+    Iteration resumes from ``load_state_dict`` (Lightning saves ``state_dict`` in its checkpoints). Under DDP,
+    process ``rank`` of ``world_size`` reads its rows of ``stream_rows``; the position is the same on every
+    process (they step together), so rank 0's checkpointed position resumes them all.
     """
 
     def __init__(
@@ -149,14 +167,18 @@ class StreamBatches:
         unroll_steps: int,
         shuffle: Shuffle = "sentences",
         seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         self.corpus, self.batch_size, self.unroll_steps = corpus, batch_size, unroll_steps
         self.shuffle, self.seed = shuffle, seed
-        self.stream_length = len(corpus.tokens) // batch_size  # tokens per row; the remainder is dropped
+        self.rows = stream_rows(len(corpus.tokens), batch_size, rank, world_size)  # (B, S)
+        self.stream_length = self.rows.shape[1]  # tokens per row; the remainder is dropped
         if self.stream_length < 2 or unroll_steps < 1:
+            rows = batch_size * world_size
             raise NerAppError(
-                f"corpus of {len(corpus.tokens)} tokens is too small for batch_size {batch_size} "
-                f"(each of the {batch_size} streams needs at least 2 tokens)"
+                f"corpus of {len(corpus.tokens)} tokens is too small for batch_size {batch_size} x {world_size} "
+                f"process(es) (each of the {rows} streams needs at least 2 tokens)"
             )
         self.to_softmax = np.array([vocab.id(t) for t in corpus.types], dtype=np.int64)  # type -> softmax row
         self.char_table = torch.tensor(
@@ -173,13 +195,10 @@ class StreamBatches:
         """The packed streams of an epoch (B, S) int32, with a -1 sentinel column at both ends: (B, S + 2)."""
         if self._cache is None or self._cache[0] != epoch:
             flat = pack(self.corpus, self.shuffle, self.seed, epoch)
-            rows = flat[: self.batch_size * self.stream_length].reshape(self.batch_size, self.stream_length)
             padded = np.full((self.batch_size, self.stream_length + 2), IGNORE, dtype=np.int32)
-            padded[:, 1:-1] = rows
+            padded[:, 1:-1] = flat[self.rows]
             doc = np.zeros(padded.shape, dtype=bool)  # document starts, padded like the streams
-            doc[:, 1:-1] = document_starts(self.corpus, self.shuffle, self.seed, epoch)[: rows.size].reshape(
-                rows.shape
-            )
+            doc[:, 1:-1] = document_starts(self.corpus, self.shuffle, self.seed, epoch)[self.rows]
             self._cache = (epoch, padded, doc)
         return self._cache[1]
 
@@ -310,3 +329,13 @@ def sentence_batches(
             targets[row, : len(words) + 2] = torch.tensor(vocab.encode([BOS_TOKEN, *words, EOS_TOKEN]))
         batches.append({"char_ids": batch_to_ids(chunk), "targets": targets})
     return batches
+
+
+def shard_batches(batches: Sequence[dict[str, Any]], rank: int, world_size: int) -> list[dict[str, Any]]:
+    """Process ``rank``'s share of evaluation batches: batches rank, rank + W, ..., each with its ``index`` in
+    ``batches``, then ``{"index": -1}`` fillers up to ceil(n / W), so that every process runs as many steps
+    (a DDP step is a collective call on every process). The shares are disjoint and cover ``batches``.
+    """
+    rounds = -(-len(batches) // world_size)
+    share: list[dict[str, Any]] = [{**batches[k], "index": k} for k in range(rank, len(batches), world_size)]
+    return share + [{"index": -1}] * (rounds - len(share))

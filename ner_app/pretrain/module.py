@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from ner_app.bilm.lstm import State
 from ner_app.bilm.options import BilmOptions
-from ner_app.pretrain.data import IGNORE
+from ner_app.errors import NerAppError
+from ner_app.pretrain.data import IGNORE, shard_batches
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
 from ner_app.training.rng_state import capture_rng_states, restore_rng_states
 
@@ -88,7 +90,7 @@ class BilmLanguageModel(pl.LightningModule):
         self.softmax = SampledSoftmaxLoss(vocab_size, self.bilm.projection_dim, num_sampled, seed)
         self.output_dropout = nn.Dropout(dropout)  # on the top layer, before the softmax
         self.states: dict[str, list[State] | None] = {"forward": None, "backward": None}
-        self._val: list[float] = [0.0, 0.0, 0.0, 0.0]  # forward NLL sum, count, backward NLL sum, count
+        self._val: dict[int, Sums] = {}  # this process's validation batches by index
         self._clock: float | None = None
         self.train_tokens, self.train_seconds = 0, 0.0  # throughput, timed between training batches
 
@@ -158,15 +160,39 @@ class BilmLanguageModel(pl.LightningModule):
             return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr, initial_accumulator_value=1.0)
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 
+    def setup(self, stage: str) -> None:
+        if self.trainer.world_size > 1:
+            # Every process was seeded alike; its own dropout masks come from its own seed. (DDP copies rank 0's
+            # initial weights to all; the candidate sampler keeps one seed: one draw per step, as one process.)
+            seed = np.random.SeedSequence([self.hparams.seed, self.global_rank]).generate_state(1)[0]
+            torch.manual_seed(int(seed))
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["carried_states"] = self.states  # so --resume continues the streams where they were
-        # Dropout and the candidate sampler draw from these; without them a resumed run drifts.
-        checkpoint["rng_states"] = capture_rng_states({"softmax_sampler": self.softmax.sampler.generator})
+        # The carried states, so --resume continues the streams where they were; the random streams, which
+        # dropout and the candidate sampler draw from, so that a resumed run does not drift. Under DDP every
+        # process has its own of both: all are gathered (every process builds the checkpoint, rank 0 writes it).
+        mine = {
+            "carried_states": {d: _to_cpu(s) for d, s in self.states.items()},
+            "rng_states": capture_rng_states({"softmax_sampler": self.softmax.sampler.generator}),
+        }
+        processes = _gather(mine)
+        checkpoint.update(processes[0])  # one process: the layout of single-device checkpoints
+        if len(processes) > 1:
+            checkpoint["process_states"] = processes
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.states = checkpoint.get("carried_states", {"forward": None, "backward": None})
-        if checkpoint.get("rng_states"):
-            restore_rng_states(checkpoint["rng_states"], {"softmax_sampler": self.softmax.sampler.generator})
+        mine = checkpoint  # a load outside a Trainer (inspection) takes rank 0's states
+        if self._trainer is not None and (self.trainer.world_size > 1 or "process_states" in checkpoint):
+            world, processes = self.trainer.world_size, checkpoint.get("process_states", [checkpoint])
+            if len(processes) != world:
+                raise NerAppError(
+                    f"checkpoint written by {len(processes)} process(es), resumed with {world}: resume with the "
+                    "same train.devices x train.num_nodes (each process continues its own streams)"
+                )
+            mine = processes[self.global_rank]
+        self.states = mine.get("carried_states", {"forward": None, "backward": None})
+        if mine.get("rng_states"):
+            restore_rng_states(mine["rng_states"], {"softmax_sampler": self.softmax.sampler.generator})
 
     # ---------------------------------------------------------------------------------- evaluation
     def sentence_nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -180,38 +206,83 @@ class BilmLanguageModel(pl.LightningModule):
         bwd = self.softmax.full_nll(top[:, 1:, p:][bwd_valid], targets[:, :-1][bwd_valid])
         return fwd, bwd
 
-    def on_validation_epoch_start(self) -> None:
-        self._val = [0.0, 0.0, 0.0, 0.0]
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+    def batch_sums(self, batch: dict[str, torch.Tensor]) -> Sums:
+        """(forward NLL sum, predictions, backward NLL sum, predictions) of one batch, the sums in float64."""
         fwd, bwd = self.sentence_nll(batch)
-        sums = (fwd.sum().item(), len(fwd), bwd.sum().item(), len(bwd))
-        self._val = [a + b for a, b in zip(self._val, sums, strict=True)]
+        return fwd.double().sum().item(), len(fwd), bwd.double().sum().item(), len(bwd)
+
+    def on_validation_epoch_start(self) -> None:
+        self._val = {}
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        if batch["index"] >= 0:  # -1: a filler of shard_batches
+            self._val[int(batch["index"])] = self.batch_sums(batch)
 
     def on_validation_epoch_end(self) -> None:
-        fwd_sum, fwd_n, bwd_sum, bwd_n = self._val
-        if fwd_n:
-            ppl = perplexities(fwd_sum / fwd_n, bwd_sum / bwd_n)
-            self.log_dict({f"val_ppl_{k}" if k != "mean" else "val_ppl": v for k, v in ppl.items()})
+        parts = _merge(_gather(self._val))
+        if parts:
+            ppl = combine(parts)
+            # Every process holds the same numbers; sync_dist averages equal values, which keeps them exact.
+            self.log_dict(
+                {
+                    f"val_ppl_{k}" if k != "mean" else "val_ppl": ppl[k]
+                    for k in ("forward", "backward", "mean")
+                },
+                sync_dist=True,
+            )
         self._clock = None
 
     @torch.inference_mode()
-    def evaluate(self, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, float]:
-        """Exact held-out perplexity of ``sentence_batches``: forward, backward, mean, and the number of predicted tokens per direction."""
+    def evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """Exact held-out perplexity of ``sentence_batches``: forward, backward, mean, and the number of predicted
+        tokens per direction. Under DDP every process must call it: each computes its share of the batches and
+        the per-batch sums are gathered and added in batch order, so the result is the one-process number."""
         was_training = self.training
         self.eval()
-        sums = [0.0, 0.0]
-        count = 0
-        for batch in batches:
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            fwd, bwd = self.sentence_nll(batch)
-            sums[0] += fwd.double().sum().item()
-            sums[1] += bwd.double().sum().item()
-            count += len(fwd)
+        rank, world = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
+        parts = {}
+        for batch in shard_batches(batches, rank, world):
+            if batch["index"] >= 0:
+                inputs = {k: batch[k].to(self.device) for k in ("char_ids", "targets")}
+                parts[int(batch["index"])] = self.batch_sums(inputs)
         self.train(was_training)
-        if not count:
+        parts = _merge(_gather(parts))
+        if not parts:
             raise ValueError("no held-out sentences to evaluate")
-        return {**perplexities(sums[0] / count, sums[1] / count), "predicted_tokens": count}
+        return combine(parts)
+
+
+Sums = tuple[float, int, float, int]  # forward NLL sum, predictions, backward NLL sum, predictions
+
+
+def combine(parts: dict[int, Sums]) -> dict[str, float]:
+    """Perplexities of per-batch sums, added in batch order (the same additions on any number of processes)."""
+    fwd_sum, bwd_sum, count = 0.0, 0.0, 0
+    for index in sorted(parts):
+        f, n, b, _ = parts[index]
+        fwd_sum, bwd_sum, count = fwd_sum + f, bwd_sum + b, count + n
+    return {**perplexities(fwd_sum / count, bwd_sum / count), "predicted_tokens": count}
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _gather(obj: Any) -> list[Any]:
+    """``obj`` of every process in rank order (plain Python values and CPU tensors); [obj] without DDP."""
+    if not _distributed():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _merge(shares: list[dict[int, Sums]]) -> dict[int, Sums]:
+    return {k: v for share in shares for k, v in share.items()}
+
+
+def _to_cpu(states: list[State] | None) -> list[State] | None:
+    return None if states is None else [(h.cpu(), c.cpu()) for h, c in states]
 
 
 def perplexities(forward_nll: float, backward_nll: float) -> dict[str, float]:

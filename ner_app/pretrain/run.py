@@ -21,7 +21,13 @@ from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import atomic_path, save_bilm
 from ner_app.config import BilmPretrainConfig, config_to_dict, save_config
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.pretrain.data import StreamBatches, read_corpus, read_sentences, sentence_batches
+from ner_app.pretrain.data import (
+    StreamBatches,
+    read_corpus,
+    read_sentences,
+    sentence_batches,
+    shard_batches,
+)
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
@@ -30,10 +36,9 @@ from ner_app.training.finite import FiniteGuard
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
-    check_fresh_start,
     check_identity,
+    claimed_run_folder,
     data_fingerprint,
-    locked_run_folder,
     run_identity,
 )
 
@@ -41,13 +46,17 @@ log = logging.getLogger("ner_app")
 
 
 class StreamPosition(Callback):
-    """Tells the training streams which window the model has trained on, for the position in checkpoints."""
+    """Tells the training streams which window the model has trained on, for the position in checkpoints.
 
-    def __init__(self, batches: StreamBatches) -> None:
-        self.batches = batches
+    ``batches`` is set once the Trainer has said which share of the streams this process reads.
+    """
+
+    def __init__(self) -> None:
+        self.batches: StreamBatches | None = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
-        self.batches.mark_consumed(batch["epoch"], batch["window"])
+        if self.batches is not None:
+            self.batches.mark_consumed(batch["epoch"], batch["window"])
 
 
 class BatchIterable:
@@ -70,7 +79,8 @@ def check_config(cfg: BilmPretrainConfig) -> None:
         "data.vocab_size": cfg.data.vocab_size - 3, "train.batch_size": t.batch_size,
         "train.unroll_steps": t.unroll_steps, "train.n_negative_samples": t.n_negative_samples,
         "train.max_steps": t.max_steps, "train.val_every_n_steps": t.val_every_n_steps,
-        "train.eval_batch_size": t.eval_batch_size, "model.n_layers": m.n_layers,
+        "train.eval_batch_size": t.eval_batch_size, "model.n_layers": m.n_layers, "train.devices": t.devices,
+        "train.num_nodes": t.num_nodes,
     }  # fmt: skip
     for key, value in positive.items():
         if value < 1:
@@ -83,6 +93,10 @@ def check_config(cfg: BilmPretrainConfig) -> None:
             and (value > 0 or key != "train.lr")
         ):
             raise NerAppError(f"config key '{key}' must be a finite number (> 0 for lr), found {value}")
+    if any(word in t.strategy for word in ("spawn", "fork", "notebook")):
+        raise NerAppError(  # those run only the fit in their processes; the export needs every process after it
+            f"config key 'train.strategy': '{t.strategy}' is not supported by pretrain-bilm; use ddp (or auto)"
+        )
     if not 0.0 <= m.dropout < 1.0:
         raise NerAppError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
 
@@ -105,15 +119,17 @@ def save_softmax(module: BilmLanguageModel, path: Path) -> None:
 
 
 def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, Any]:
-    """Pretrain the biLM of ``cfg``; write the exports and metrics.json into ``output_dir``; return the metrics."""
+    """Pretrain the biLM of ``cfg``; write the exports and metrics.json into ``output_dir``; return the metrics.
+
+    Under DDP every process runs this function; each reads its own streams, and global rank 0 alone writes
+    files and returns the metrics (the others return {}).
+    """
     check_config(cfg)
     run_dir = Path(cfg.output_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
         raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
-    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
-        if not resume:
-            check_fresh_start(run_dir)
+    with claimed_run_folder(run_dir, resume):
         return _run_pretraining(cfg, run_dir, resume)
 
 
@@ -132,32 +148,9 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         check_identity(saved, identity, last)
         keep_below = int(saved.get("global_step", 0))
         del saved
-    vocab_path = run_dir / "vocab.txt"
-    if resume and vocab_path.is_file():  # the softmax rows of the checkpoint follow this file
-        vocab = SoftmaxVocab.load(vocab_path)
-    else:
-        vocab = SoftmaxVocab.from_counts(corpus.counts(), cfg.data.vocab_size)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
-    vocab.save(vocab_path)
     t = cfg.train
-    train = StreamBatches(corpus, vocab, t.batch_size, t.unroll_steps, cfg.data.shuffle, cfg.seed)
-    log.info("corpus %s: %d sentences, %d tokens (with <S>/</S>), %d types; softmax vocabulary %d; "
-             "%d windows of %dx%d per epoch", cfg.data.train, corpus.num_sentences, len(corpus.tokens),
-             len(corpus.types), len(vocab), len(train), t.batch_size, t.unroll_steps)  # fmt: skip
-    val = None
-    if heldout:
-        first = next(iter(heldout.values()))[: t.val_max_sentences]
-        val = BatchIterable(sentence_batches(first, vocab, t.eval_batch_size)) if first else None
-    options = bilm_options(cfg)
-    module = BilmLanguageModel(
-        options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
-        sentence_reset=t.sentence_reset,
-    )  # fmt: skip
-    log.info(
-        "biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab)
-    )
-    accelerator, precision = choose_precision(cfg.train.accelerator, cfg.train.precision)
+    accelerator, precision = choose_precision(t.accelerator, t.precision)
+    position = StreamPosition()
     checkpoint = ModelCheckpoint(  # Lightning writes checkpoints atomically (temp file + rename)
         dirpath=last.parent,
         save_top_k=0,
@@ -166,15 +159,48 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         enable_version_counter=False,  # a fresh run in the same output_dir overwrites last.ckpt
     )
     trainer = pl.Trainer(
-        accelerator=accelerator, devices=1, precision=precision, max_steps=t.max_steps, max_epochs=-1,
+        accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
+        precision=precision, max_steps=t.max_steps, max_epochs=-1,
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,
         gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
-        val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None, limit_val_batches=1.0 if val else 0,
-        callbacks=[StreamPosition(train), checkpoint, RunIdentity(identity), FiniteGuard()],
+        val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None,
+        limit_val_batches=1.0 if heldout else 0,
+        callbacks=[position, checkpoint, RunIdentity(identity), FiniteGuard()],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
         num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,
+        use_distributed_sampler=False,  # the loaders are not DataLoaders: each process reads its own share
     )  # fmt: skip
+    rank, world, writer = trainer.global_rank, trainer.world_size, trainer.is_global_zero
+    vocab_path = run_dir / "vocab.txt"
+    if resume and vocab_path.is_file():  # the softmax rows of the checkpoint follow this file
+        vocab = SoftmaxVocab.load(vocab_path)
+    else:  # every process counts the same corpus: the same vocabulary, with no message
+        vocab = SoftmaxVocab.from_counts(corpus.counts(), cfg.data.vocab_size)
+        if writer:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            vocab.save(vocab_path)
+    if writer:
+        save_config(cfg, run_dir / "config.yaml")
+    train = StreamBatches(
+        corpus, vocab, t.batch_size, t.unroll_steps, cfg.data.shuffle, cfg.seed, rank, world
+    )
+    position.batches = train
+    say = log.info if writer else log.debug
+    say("corpus %s: %d sentences, %d tokens (with <S>/</S>), %d types; softmax vocabulary %d; "
+        "%d windows of %dx%d per epoch and process (%d processes)", cfg.data.train, corpus.num_sentences,
+        len(corpus.tokens), len(corpus.types), len(vocab), len(train), t.batch_size, t.unroll_steps, world)  # fmt: skip
+    val = None
+    if heldout:
+        first = next(iter(heldout.values()))[: t.val_max_sentences]
+        batches = sentence_batches(first, vocab, t.eval_batch_size)
+        val = BatchIterable(shard_batches(batches, rank, world)) if first else None
+    options = bilm_options(cfg)
+    module = BilmLanguageModel(
+        options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
+        sentence_reset=t.sentence_reset,
+    )  # fmt: skip
+    say("biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab))
     trainer.fit(
         module,
         train_dataloaders=train,
@@ -182,27 +208,36 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         ckpt_path=str(last) if resume else None,
         weights_only=True,
     )
-    # The run's true end, so that --resume with a larger max_steps continues from here.
+    # The run's true end, so that --resume with a larger max_steps continues from here. Every process builds
+    # the checkpoint (its streams' states are gathered); rank 0 writes it.
     tmp = last.with_name("last.ckpt.tmp")
     trainer.save_checkpoint(tmp)
-    os.replace(tmp, last)
+    if writer:
+        os.replace(tmp, last)
 
     module.to("cuda" if accelerator == "gpu" else "cpu")
+    # Every process evaluates its share of the held-out batches; the sums are gathered (module.evaluate).
+    results = {path: module.evaluate(sentence_batches(sentences, vocab, t.eval_batch_size))
+               for path, sentences in heldout.items()}  # fmt: skip
+    if not writer:
+        return {}
     save_bilm(module.bilm, run_dir)
     save_softmax(module, run_dir / "softmax.hdf5")
+    # Stream tokens per second: a step reads B x T tokens in each direction on every process, which step
+    # together; an epoch reads all of them once.
+    speed = module.train_tokens * world / module.train_seconds if module.train_seconds else None
     metrics: dict[str, Any] = {
         "steps": trainer.global_step,
         "epochs": round(train.position[0] + train.position[1] / len(train), 4),
-        # Stream tokens per second: a step reads B x T tokens in each direction, an epoch all of them once.
-        "train_tokens_per_s": module.train_tokens / module.train_seconds if module.train_seconds else None,
-        "train_tokens_timed": module.train_tokens,
+        "processes": world,
+        "train_tokens_per_s": speed,
+        "train_tokens_timed": module.train_tokens * world,
         "vocab_size": len(vocab),
         "parameters": options.num_parameters(),
         "heldout": {},
     }
-    for path, sentences in heldout.items():
-        result = module.evaluate(sentence_batches(sentences, vocab, t.eval_batch_size))
-        metrics["heldout"][Path(path).name] = {"path": str(path), "sentences": len(sentences), **result}
+    for path, result in results.items():
+        metrics["heldout"][Path(path).name] = {"path": str(path), "sentences": len(heldout[path]), **result}
         log.info("held-out %s: perplexity forward %.2f backward %.2f mean %.2f", path, result["forward"],
                  result["backward"], result["mean"])  # fmt: skip
     with atomic_path(run_dir / "metrics.json") as tmp_metrics:

@@ -41,10 +41,9 @@ from ner_app.training.reports import text_report, write_metrics, write_predictio
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
-    check_fresh_start,
     check_identity,
+    claimed_run_folder,
     data_fingerprint,
-    locked_run_folder,
     run_identity,
 )
 
@@ -163,11 +162,7 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
         raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
-    if getattr(rank_zero_only, "rank", 0) != 0:  # a DDP rank started by rank 0, which holds the folder's lock
-        return _run_training(cfg, run_dir, resume)
-    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
-        if not resume:
-            check_fresh_start(run_dir)
+    with claimed_run_folder(run_dir, resume):
         return _run_training(cfg, run_dir, resume)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
@@ -53,6 +54,21 @@ def locked_run_folder(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def claimed_run_folder(run_dir: Path, resume: bool) -> Iterator[None]:
+    """The run folder for this process: global rank 0 locks it and, for a fresh run, checks that it is free.
+
+    Another DDP rank (started by rank 0, or beside it by torchrun or SLURM) writes nothing and takes no lock.
+    """
+    if getattr(rank_zero_only, "rank", 0) != 0:
+        yield
+        return
+    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        if not resume:
+            check_fresh_start(run_dir)
+        yield
 
 
 def has_checkpoint(run_dir: Path) -> bool:
