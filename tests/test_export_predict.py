@@ -139,3 +139,26 @@ def test_predict_conll_appends_a_tag_per_token(trained):
             }
         else:
             assert a == b
+
+
+def test_predict_command_reads_files(trained, tmp_path, capsys):
+    """The documented file commands: text lines to JSON lines, and a CoNLL file to tagged token lines."""
+    news = tmp_path / "news.txt"
+    news.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert main(["predict", "--model", str(trained / "export"), "--input", str(news)]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = list(Predictor.from_export(trained / "export").predict_texts(TEXTS))
+    assert objects == expected and len(objects) == len(TEXTS)
+    # --format conll on the test file tags it as training's own evaluation of the same checkpoint did
+    test_file = TINY / "test.txt"
+    assert (
+        main(["predict", "--model", str(trained / "export"), "--input", str(test_file), "--format", "conll"])
+        == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    tagged = [line.split() for line in out if line and not line.startswith("-DOCSTART-")]
+    written = [
+        line.split(" ") for line in (trained / "predictions_test.conll").read_text().split("\n") if line
+    ]
+    assert [row[0] for row in tagged] == [row[0] for row in written]
+    assert [row[-1] for row in tagged] == [row[2] for row in written]
