@@ -93,7 +93,9 @@ def test_trimmed_char_cnn_is_exact(switches: None) -> None:
         CharCNN.trim_tail = False
         full = cnn(ids[rows])
         CharCNN.trim_tail = True
-        assert torch.equal(cnn(ids[rows]), full)
+        # The same sums, but the conv kernel may block a shorter input differently: bit-equal on the Intel
+        # Xeon, last-bit differences on an AMD EPYC (oneDNN picks per CPU and shape).
+        torch.testing.assert_close(cnn(ids[rows]), full, atol=1e-6, rtol=1e-6)
     assert trim_constant_tail(ids[[6, 7]], 7).shape == (2, 4 + 7)  # "cd" is <w> c d </w>: 4 ids + width
     assert trim_constant_tail(ids, 7).shape == (8, 50)  # a 50-id word keeps everything
     assert trim_constant_tail(ids[:0], 7).shape == (0, 50)
