@@ -44,7 +44,8 @@ def _embed(args: argparse.Namespace) -> int:
             f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
         )
     count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
-                       context=args.context, max_stream_positions=args.max_stream_positions)  # fmt: skip
+                       context=args.context, max_stream_positions=args.max_stream_positions,
+                       precision=args.precision)  # fmt: skip
     print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
     return 0
 
@@ -165,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument(
         "--max-stream-positions", type=int, default=2048,
         help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence)",
+    )  # fmt: skip
+    embed.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16"],
+        help="bf16: autocast on CPUs with AVX512-BF16/AMX or on a GPU (faster, not bit-exact); output stays float32",
     )  # fmt: skip
     embed.set_defaults(run=_embed)
 
