@@ -142,6 +142,10 @@ class Baseline:
 
     def __call__(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (B, T, 50) -> top layer (B, T+2, 2P) with <S>/</S>, zero at padded positions."""
+        return self.layers(char_ids)[-1]
+
+    def layers(self, char_ids: torch.Tensor) -> list[torch.Tensor]:
+        """char_ids (B, T, 50) -> L+1 layers (B, T+2, 2P): the token layer [x; x], then each LSTM layer."""
         batch, steps, _ = char_ids.shape
         lengths = (char_ids > 0).any(dim=-1).sum(dim=1)
         ids = char_ids.new_zeros(batch, steps + 2, MAX_CHARS)
@@ -150,14 +154,17 @@ class Baseline:
         ids[torch.arange(batch), lengths + 1] = torch.tensor(EOS_IDS)
         mask = (ids > 0).any(dim=-1)  # (B, T+2)
         x = self.encode(ids.view(-1, MAX_CHARS)).view(batch, steps + 2, -1) * mask[:, :, None]
-        tops = []
+        per_direction: list[list[torch.Tensor]] = []
         for d, layers in enumerate(self.cells):
-            inputs = x
+            inputs, outs = x, []
             for index, cell in enumerate(layers):
                 out = self.run_layer(inputs, mask, cell, reverse=d == 1)
                 inputs = out + inputs if self.opts.use_skip_connections and index > 0 else out
-            tops.append(inputs)
-        return torch.cat(tops, dim=-1) * mask[:, :, None]
+                outs.append(inputs)
+            per_direction.append(outs)
+        result = [torch.cat([x, x], dim=-1)]
+        result += [torch.cat([f, b], dim=-1) * mask[:, :, None] for f, b in zip(*per_direction, strict=True)]
+        return result
 
 
 def seconds(fn: Callable[[], object], cuda: bool = False) -> float:

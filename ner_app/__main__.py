@@ -35,7 +35,7 @@ def _embed(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ner_app.embed import embed_file
+    from ner_app.embed import embed_file, inference_autocast
     from ner_app.errors import NerAppError
 
     bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
@@ -48,14 +48,16 @@ def _embed(args: argparse.Namespace) -> int:
 
         names = parse_outputs(args.outputs, bilm.num_layers - 1)
         mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
-        count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
-                                   device=args.device, context=args.context,
-                                   max_stream_positions=args.max_stream_positions)  # fmt: skip
+        with inference_autocast(args.device, args.precision):
+            count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
+                                       device=args.device, context=args.context,
+                                       max_stream_positions=args.max_stream_positions)  # fmt: skip
     elif args.scalar_mix is not None or args.gamma is not None:
         raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
     else:
         count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
-                           context=args.context, max_stream_positions=args.max_stream_positions)  # fmt: skip
+                           context=args.context, max_stream_positions=args.max_stream_positions,
+                           precision=args.precision)  # fmt: skip
     print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
     return 0
 
@@ -231,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --outputs: pre-softmax layer weights (default uniform)",
     )
     embed.add_argument("--gamma", type=float, help="with --outputs: the mix's scale (default 1)")
+    embed.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16"],
+        help="bf16: autocast on CPUs with AVX512-BF16/AMX or on a GPU (faster, not bit-exact); output stays float32",
+    )  # fmt: skip
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser(

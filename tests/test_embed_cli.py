@@ -56,3 +56,35 @@ def test_embed_bad_input_is_one_clear_line(tmp_path, tiny_bilm_files):
 def test_help_lists_commands():
     result = subprocess.run([sys.executable, "-m", "ner_app", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "embed" in result.stdout
+
+
+def test_embed_bf16_is_close_to_fp32_in_both_contexts(tmp_path, tiny_bilm_files):
+    """--precision bf16 changes the arithmetic (not bit-exact) but not the file: same datasets, close values."""
+    options, weights = tiny_bilm_files
+    lines = ["The EU rejects German call .", "Peter Blackburn", "", "BRUSSELS 1996-08-22", "x y z"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    base = [
+        "embed",
+        "--options",
+        str(options),
+        "--weights",
+        str(weights),
+        "--input",
+        str(tmp_path / "in.txt"),
+    ]
+    for context in ("sentence", "document"):
+        outputs = {}
+        for precision in ("fp32", "bf16"):
+            out = tmp_path / f"{context}_{precision}.hdf5"
+            assert main([*base, "--output", str(out), "--context", context, "--precision", precision]) == 0
+            with h5py.File(out, "r") as f:
+                outputs[precision] = {k: f[k][...] for k in f}
+        assert outputs["fp32"].keys() == outputs["bf16"].keys()
+        differs = False
+        for key, exact in outputs["fp32"].items():
+            approx = outputs["bf16"][key]
+            assert approx.dtype == np.float32 and approx.shape == exact.shape
+            scale = max(float(np.abs(exact).max(initial=0.0)), 1e-3)
+            np.testing.assert_allclose(approx, exact, atol=0.05 * scale, rtol=0)
+            differs |= not np.array_equal(approx, exact)
+        assert differs, "bf16 autocast left every value bit-identical: it was not applied"
