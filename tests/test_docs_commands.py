@@ -32,11 +32,8 @@ THIS = "tests/test_docs_commands.py"
 
 # Pages other helpers are writing in parallel: links to them are allowed until their branches are merged.
 PENDING_PAGES = {
-    "docs/report.md",
-    "docs/compare_and_predict_html.md",
     "docs/download.md",
     "docs/paths_and_logs.md",
-    "docs/tfhub_outputs.md",
 }
 
 # The benchmarks' smoke commands (seconds each), run below; the files they need from ../shared.
@@ -104,6 +101,40 @@ TESTED: dict[str, str] = {
         "tests/test_document_pipeline.py::test_predict_text_line_is_one_document"
     ),
     "python benchmarks/gpu_check.py": "tests/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
+    "python -m ner_app report runs/conll2003_elmo": "tests/test_report.py::test_tiny_run_report_is_complete_and_self_contained",
+    "python -m ner_app report runs/conll2003_elmo --output /tmp/elmo.html": (
+        "tests/test_report.py::test_tokens_are_escaped_and_output_goes_where_asked"
+    ),
+    "python -m ner_app compare runs/elmo_seed1 runs/elmo_seed2 runs/elmo_seed3 runs/base_seed1 runs/base_seed2": (
+        "tests/test_compare.py::test_table_equals_numbers_by_hand"
+    ),
+    "python -m ner_app compare runs/*/ --html compare.html": (
+        "tests/test_compare.py::test_html_page_has_the_tables_and_an_embedded_chart"
+    ),
+    "for s in 1 2 3; do python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_seed$s seed=$s "
+    "trainer.max_epochs=6 elmo.cache_dir=null; done": "tests/test_compare.py::test_paired_by_seed",
+    "for s in 1 2; do python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_lr02_seed$s seed=$s "
+    "optim.lr=0.02 trainer.max_epochs=6 elmo.cache_dir=null; done": "tests/test_compare.py::test_paired_by_seed",
+    "python -m ner_app compare runs/tiny_seed* runs/tiny_lr02_seed* --html compare.html": (
+        "tests/test_compare.py::test_paired_by_seed"
+    ),
+    "python -m ner_app predict --model runs/elmo/export --input article.txt --format html > article.html": (
+        "tests/test_predictions_html.py::test_marked_spans_are_the_predicted_entities"
+    ),
+    "python -m ner_app pretrain-bilm --config configs/bilm_tiny.yaml output_dir=runs/bilm_tiny_ddp "
+    "train.accelerator=cpu train.devices=2 train.strategy=ddp": (
+        "tests/test_pretrain_distributed.py::test_two_processes_pretrain_like_one_and_write_once"
+    ),
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 --input sentences.txt "
+    "--output hub.hdf5 --outputs all": "tests/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line",
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 --input sentences.txt "
+    "--output pooled.hdf5 --outputs elmo,default --scalar-mix 0.5,-1,2 --gamma 0.7": (
+        "tests/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line"
+    ),
+    "python -c \"import h5py; f = h5py.File('hub.hdf5'); print(dict(f.attrs)); "
+    "print({k: v.shape for k, v in f['0'].items()})\"": (
+        "tests/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line"
+    ),
     **{command: f"{THIS}::test_tiny_pretraining_commands_run" for command in TINY_PRETRAIN},
     **{command: f"{THIS}::test_benchmark_smoke_command_runs[{name}]" for name, (command, _) in SMOKE.items()},
 }
