@@ -161,6 +161,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _download_elmo(args: argparse.Namespace) -> int:
+    from ner_app.download import download_elmo
+
+    options, weights = download_elmo(args.model, args.output, args.base_url)
+    print(f"elmo.options={options}\nelmo.weights={weights}")  # the overrides (or config lines) that use them
+    return 0
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
     try:
@@ -303,6 +311,20 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
     report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
     report.set_defaults(run=_report)
+
+    from ner_app.download import DEFAULT_BASE_URL, MODELS  # no torch at import: cheap for every command
+
+    download = commands.add_parser(
+        "download-elmo",
+        help="download a public AllenNLP ELMo (options.json and weights hdf5), resumable and checked",
+        description="Fetches the options and weights of an AllenNLP ELMo into --output (an interrupted download "
+        "resumes from DIR/NAME.part), checks size, checksum where one is known, and structure, then prints the "
+        "elmo.options=... and elmo.weights=... overrides that use them (docs/download.md).",
+    )
+    download.add_argument("model", choices=list(MODELS), help="which ELMo")
+    download.add_argument("--output", required=True, help="the folder to download into")
+    download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="a mirror with the same layout")
+    download.set_defaults(run=_download_elmo)
     return parser
 
 

@@ -385,7 +385,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
 @overload
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: type[_T]) -> _T: ...
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any = TrainConfig) -> Any:
-    """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``."""
+    """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``; relative paths are
+    resolved against the config's project root (``resolve_paths``)."""
     if Path(path).is_dir():
         raise ConfigError(f"{path}: is a folder, expected a YAML config file")
     try:
@@ -399,7 +400,44 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    return config_from_dict(data, overrides, schema=schema, source=str(path))
+    return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
+
+
+# Keys that name files or folders (absent ones are skipped: each schema has some of them). "package" is
+# model.glove's name for the packaged GloVe, not a path.
+PATH_KEYS = ("output_dir", "data.dir", "data.train", "data.heldout", "model.glove", "elmo.options",
+             "elmo.weights", "elmo.cache_dir")  # fmt: skip
+
+
+def project_root(config_path: str | Path) -> Path:
+    """The nearest folder above the config file that holds a pyproject.toml, else the config file's folder."""
+    folder = Path(config_path).resolve().parent
+    return next((p for p in (folder, *folder.parents) if (p / "pyproject.toml").is_file()), folder)
+
+
+def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
+    """Make every relative path of ``cfg`` (from the file or an override) absolute against
+    ``project_root(config_path)``, so that a config means the same files from any working directory
+    (docs/paths_and_logs.md)."""
+    root = project_root(config_path)
+
+    def resolve(value: str) -> str:
+        if value == "package":
+            return value
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else (root / path).resolve())
+
+    for key in PATH_KEYS:
+        *parents, name = key.split(".")
+        node: Any = cfg
+        for part in parents:
+            node = getattr(node, part, None)
+        value = getattr(node, name, None)
+        if isinstance(value, str):
+            setattr(node, name, resolve(value))
+        elif isinstance(value, list):
+            setattr(node, name, [resolve(v) for v in value])
+    return cfg
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from typing import Literal
 import h5py
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from ner_app.bilm.bilm import BidirectionalLM, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
@@ -23,6 +22,7 @@ from ner_app.bilm.document import (
 )
 from ner_app.bilm.weights import atomic_path
 from ner_app.errors import NerAppError
+from ner_app.progress import progress_bar, track
 
 Precision = Literal["fp32", "bf16"]
 
@@ -95,7 +95,9 @@ def embed_file(
             return _embed_documents(bilm, sentences, output_path, max_stream_positions, progress)
     batches = length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful)
     with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
-        bar = tqdm(total=len(sentences), unit="sent", disable=not progress or len(sentences) < 2 * batch_size)
+        bar = progress_bar(
+            len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
+        )
         for batch in batches:
             with inference_autocast(device, precision):
                 result = bilm(batch_to_ids([sentences[i] for i in batch]).to(device))
@@ -129,7 +131,7 @@ def _embed_documents(
             if not sentence:
                 out.create_dataset(str(i), data=empty)
         groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in jobs]))
-        for group in tqdm(groups, unit="batch", disable=not progress or len(groups) < 2):
+        for group in track(groups, "embed", unit="batch", enabled=progress and len(groups) >= 2):
             chosen = [jobs[g] for g in group]
             for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
                 for k, rows in enumerate(layers):  # (L+1, n+2, 2P)

@@ -16,6 +16,7 @@ from ner_app.config import (
     config_from_dict,
     config_to_dict,
     load_config,
+    resolve_paths,
     save_config,
 )
 
@@ -40,23 +41,26 @@ def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
 def test_defaults_from_empty_yaml(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, ""))
     assert isinstance(cfg, TrainConfig)
-    assert cfg.seed == 13 and cfg.output_dir == "runs/default"
-    assert cfg.data.dir == "../shared/data/conll2003"  # ${NER_SHARED:-../shared} expanded
+    # relative paths resolve against the config's folder here (no pyproject.toml above tmp_path)
+    assert cfg.seed == 13 and cfg.output_dir == str(tmp_path / "runs/default")
+    assert cfg.data.dir == str(tmp_path.parent / "shared/data/conll2003")  # ${NER_SHARED:-../shared} expanded
     assert cfg.data.scheme == "BIOES" and cfg.data.max_sentences is None
     assert cfg.model.glove == "package" and cfg.model.lstm_hidden == 200
-    assert cfg.elmo.enabled and cfg.elmo.l2_coef == 0.1 and cfg.elmo.cache_dir == "cache/elmo"
+    assert cfg.elmo.enabled and cfg.elmo.l2_coef == 0.1 and cfg.elmo.cache_dir == str(tmp_path / "cache/elmo")
     assert cfg.optim.lr == 0.001 and cfg.trainer.precision == "auto"
-    assert cfg == dataclasses.replace(
-        TrainConfig(), data=dataclasses.replace(TrainConfig().data, dir=cfg.data.dir)
+    assert cfg == resolve_paths(
+        dataclasses.replace(TrainConfig(), data=dataclasses.replace(TrainConfig().data, dir=cfg.data.dir)),
+        tmp_path / "x.yaml",
     )
 
 
 def test_bilm_defaults(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, "{}\n"), schema=BilmPretrainConfig)
     assert isinstance(cfg, BilmPretrainConfig)
-    assert cfg.output_dir == "runs/bilm"
-    assert cfg.data.train == "../shared/corpus/news_pretrain.tok.txt"
-    assert cfg.data.heldout == ["../shared/corpus/heldout/1b_benchmark.dev.tokens"]
+    shared = tmp_path.parent / "shared"
+    assert cfg.output_dir == str(tmp_path / "runs/bilm")
+    assert cfg.data.train == str(shared / "corpus/news_pretrain.tok.txt")
+    assert cfg.data.heldout == [str(shared / "corpus/heldout/1b_benchmark.dev.tokens")]
     assert cfg.model.filters[-1] == [7, 1024] and len(cfg.model.filters) == 7
     assert cfg.train.optimizer == "adagrad" and cfg.train.max_time_minutes is None
 
@@ -96,7 +100,10 @@ def test_yaml_values_and_overrides_of_each_type(tmp_path: Path) -> None:
 def test_list_of_lists(tmp_path: Path) -> None:
     path = write(tmp_path, "model:\n  filters:\n    - [1, 8]\n    - [2, 16]\ndata:\n  heldout: [a, b]\n")
     cfg = load_config(path, ["train.max_time_minutes=1.5"], schema=BilmPretrainConfig)
-    assert cfg.model.filters == [[1, 8], [2, 16]] and cfg.data.heldout == ["a", "b"]
+    assert cfg.model.filters == [[1, 8], [2, 16]] and cfg.data.heldout == [
+        str(tmp_path / "a"),
+        str(tmp_path / "b"),
+    ]
     assert cfg.train.max_time_minutes == 1.5
     cfg = load_config(path, ["model.filters=[[3, 4]]", "model.activation=tanh"], schema=BilmPretrainConfig)
     assert cfg.model.filters == [[3, 4]] and cfg.model.activation == "tanh"
@@ -187,9 +194,9 @@ def test_env_expansion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, "output_dir: runs/${RUN_TAG}/${NER_UNSET_VAR:-x}\n")
     cfg = load_config(path, ["elmo.options=${RUN_TAG}.json"])
     assert cfg.data.dir == "/mnt/shared/data/conll2003"  # default config value, env set
-    assert cfg.output_dir == "runs/exp1/x" and cfg.elmo.options == "exp1.json"
+    assert cfg.output_dir == str(tmp_path / "runs/exp1/x") and cfg.elmo.options == str(tmp_path / "exp1.json")
     monkeypatch.setenv("NER_SHARED", "")  # empty counts as unset for ${VAR:-default}, as in the shell
-    assert load_config(path).data.dir == "../shared/data/conll2003"
+    assert load_config(path).data.dir == str(tmp_path.parent / "shared/data/conll2003")
     with pytest.raises(
         ConfigError, match=r"^override elmo.weights=\$\{NOPE_VAR\}: environment variable 'NOPE_"
     ):
@@ -205,7 +212,7 @@ def test_save_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         "trainer.limit_train_batches=0.25",
     ]
     cfg = load_config(write(tmp_path, ""), tricky)
-    assert cfg.output_dir == "1e5" and cfg.data.hub_name == "null"
+    assert cfg.output_dir == str(tmp_path / "1e5") and cfg.data.hub_name == "null"
     out = tmp_path / "run" / "config.yaml"
     save_config(cfg, out)
     assert "${" not in out.read_text() and "/s/data/conll2003" in out.read_text()

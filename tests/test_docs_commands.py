@@ -30,12 +30,6 @@ from tests.docs_parsing import anchors, code_blocks, commands_in, documented, pa
 ROOT = Path(__file__).resolve().parents[1]
 THIS = "tests/test_docs_commands.py"
 
-# Pages other helpers are writing in parallel: links to them are allowed until their branches are merged.
-PENDING_PAGES = {
-    "docs/download.md",
-    "docs/paths_and_logs.md",
-}
-
 # The benchmarks' smoke commands (seconds each), run below; the files they need from ../shared.
 SMOKE = {
     "crf_speed": ("python benchmarks/crf_speed.py --threads 1 --repeats 1", None),
@@ -101,6 +95,18 @@ TESTED: dict[str, str] = {
         "tests/test_document_pipeline.py::test_predict_text_line_is_one_document"
     ),
     "python benchmarks/gpu_check.py": "tests/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
+    "python train.py --config configs/tiny.yaml trainer.max_epochs=1": (
+        "tests/test_paths.py::test_tiny_config_trains_from_another_directory"
+    ),
+    "cd /tmp && python -m ner_app train --config /path/to/ner_app/configs/tiny.yaml trainer.max_epochs=1": (
+        "tests/test_paths.py::test_tiny_config_trains_from_another_directory"
+    ),
+    "cd /path/to/ner_app/configs && python -m ner_app train --config tiny.yaml trainer.max_epochs=1": (
+        "tests/test_paths.py::test_tiny_config_trains_from_another_directory"
+    ),
+    "python train.py --config configs/tiny.yaml output_dir=runs/tiny_log trainer.max_epochs=3 "
+    "trainer.enable_progress_bar=true 2> train.log": "tests/test_progress.py::test_training_log_has_one_line_per_epoch",
+    "grep -c $'\\r' train.log": "tests/test_progress.py::test_training_log_has_one_line_per_epoch",
     "python -m ner_app report runs/conll2003_elmo": "tests/test_report.py::test_tiny_run_report_is_complete_and_self_contained",
     "python -m ner_app report runs/conll2003_elmo --output /tmp/elmo.html": (
         "tests/test_report.py::test_tokens_are_escaped_and_output_goes_where_asked"
@@ -208,8 +214,6 @@ def test_relative_links_resolve() -> None:
             name = f"{page.relative_to(ROOT)}: {link}"
             if not path.is_relative_to(ROOT):
                 broken.append(f"{name} (outside the repository)")
-            elif str(path.relative_to(ROOT)) in PENDING_PAGES:
-                continue
             elif not path.exists():
                 broken.append(f"{name} (no such file)")
             elif anchor and path.suffix == ".md" and anchor not in anchors(path):
@@ -231,7 +235,7 @@ def test_readme_is_short_and_links_every_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 150
     linked = {m.group(1) for m in re.finditer(r"\]\((docs/[^)#\s]+)", readme)}
-    every = {str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")} | PENDING_PAGES
+    every = {str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")}
     assert every <= linked, f"pages the README does not link: {sorted(every - linked)}"
 
 

@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import torch
-from tqdm import tqdm
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS, MAX_CHARS, token_to_ids
 from ner_app.bilm.layer_cache import LayerCache
+from ner_app.progress import track
 
 ContextMode = Literal["sentence", "document"]
 MAX_POSITIONS = 2048  # every CoNLL-2003 document fits (the largest has 1,729 positions)
@@ -167,7 +167,7 @@ def fill_document_cache(
 
     def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
         groups = list(stream_batches([_positions(stream) for stream, _ in jobs]))
-        for group in tqdm(groups, disable=not progress, desc="biLM streams"):
+        for group in track(groups, "biLM streams", unit="batch", enabled=progress):
             chosen = [jobs[i] for i in group]
             entries, rows = [], []
             for (_, keys), layers in zip(chosen, stream_layers(bilm, [s for s, _ in chosen]), strict=True):

@@ -30,12 +30,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import atomic_path
+from ner_app.progress import track
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class LayerCache:
         order = sorted(todo, key=lambda k: len(todo[k]))  # batches of similar length waste little padding
 
         def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
-            for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="biLM"):
+            for start in track(range(0, len(order), batch_size), "biLM", unit="batch", enabled=progress):
                 keys = order[start : start + batch_size]
                 out = bilm(batch_to_ids([todo[k] for k in keys]).to(device))
                 rows = torch.stack(out.layers, dim=2)[out.mask]  # (N, L+1, 2P)

@@ -33,6 +33,7 @@ from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
+from ner_app.training.log_progress import lightning_progress
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
@@ -165,7 +166,8 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
         val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None,
         limit_val_batches=1.0 if heldout else 0,
-        callbacks=[position, checkpoint, RunIdentity(identity), FiniteGuard()],
+        callbacks=[position, checkpoint, RunIdentity(identity), FiniteGuard(),
+                   *lightning_progress(t.enable_progress_bar)],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
         num_sanity_val_steps=0, enable_model_summary=False, default_root_dir=run_dir,

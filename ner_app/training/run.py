@@ -36,6 +36,7 @@ from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.training.callbacks import LayerCacheFill, TrainThroughput
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
+from ner_app.training.log_progress import lightning_progress
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import text_report, write_metrics, write_predictions
 from ner_app.training.run_dir import (
@@ -119,7 +120,7 @@ def build_trainer(
         accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
         precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
         max_epochs=t.max_epochs, gradient_clip_val=cfg.optim.grad_clip,
-        gradient_clip_algorithm="norm", callbacks=callbacks,
+        gradient_clip_algorithm="norm", callbacks=[*callbacks, *lightning_progress(t.enable_progress_bar)],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, limit_train_batches=t.limit_train_batches,
         max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,  # type: ignore[dict-item]

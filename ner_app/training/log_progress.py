@@ -1,0 +1,71 @@
+"""Lightning's progress display when stderr is a log file or a pipe: plain lines, no carriage returns
+(``ner_app.progress`` has the bars of the loops outside Lightning)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.callbacks.progress import ProgressBar
+
+from ner_app.progress import STEPS, stderr_is_terminal
+
+
+class EpochLines(ProgressBar):
+    """Lightning's progress display for logs: a line per training epoch, or per 10% of ``max_steps`` when the
+    run is bounded by steps (biLM pretraining), with the logged metrics; nothing for evaluation loops."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self.stream, self._enabled = stream, True
+        self._start = time.perf_counter()
+        self._reported = 0  # tenths of max_steps already written
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def _write(self, trainer: pl.Trainer, where: str) -> None:
+        if not (self._enabled and trainer.is_global_zero):
+            return
+        shown = []
+        for name, value in sorted(trainer.callback_metrics.items()):
+            number = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+            if isinstance(number, int | float) and "/" not in name:  # "/": the throughput monitor's many keys
+                shown.append(f"{name} {number:.4g}")
+        stream = self.stream or sys.stderr
+        elapsed = time.perf_counter() - self._start
+        stream.write(f"{where}: {'  '.join(shown) or 'no metrics yet'} ({elapsed:.1f} s)\n")
+        stream.flush()
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.perf_counter()
+        if trainer.max_steps > 0:  # a resumed run does not repeat the tenths it already reported
+            self._reported = math.floor(STEPS * trainer.global_step / trainer.max_steps)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        if trainer.max_steps <= 0:
+            return
+        tenths = min(STEPS, math.floor(STEPS * trainer.global_step / trainer.max_steps))
+        if tenths > self._reported:
+            self._reported = tenths
+            self._write(trainer, f"step {trainer.global_step}/{trainer.max_steps} ({10 * tenths}%)")
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.max_steps > 0:  # bounded by steps: the step lines report
+            return
+        epochs = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+        self._write(trainer, f"epoch {trainer.current_epoch + 1}{epochs} step {trainer.global_step}")
+
+
+def lightning_progress(enabled: bool) -> list[Callback]:
+    """The callbacks to add to a Trainer built with ``enable_progress_bar=enabled``: Lightning's own tqdm bar
+    on a terminal (nothing to add), ``EpochLines`` when stderr is a log file or a pipe."""
+    return [EpochLines()] if enabled and not stderr_is_terminal() else []
