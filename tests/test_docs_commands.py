@@ -39,6 +39,7 @@ SMOKE = {
         "--predict-sentences 5",
         ("data", "conll2003", "train.txt"),
     ),
+    "embed_process": ("python benchmarks/embed_process.py --size tiny --sentences 16 --repeats 1", None),
     "document_context": (
         "python benchmarks/document_context.py --skip-fill --repeats 1 --threads 1",
         ("data", "conll2003", "train.txt"),
