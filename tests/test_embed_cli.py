@@ -11,19 +11,17 @@ from ner_app.__main__ import main
 from ner_app.bilm import batch_to_ids, load_bilm, remove_sentence_boundaries
 
 
+def embed_args(bilm_files, source) -> list[str]:
+    """``embed`` with the tiny biLM's files and an input file, before --output and the options under test."""
+    options, weights = bilm_files
+    return ["embed", "--options", str(options), "--weights", str(weights), "--input", str(source)]
+
+
 def test_embed_writes_every_layer_per_line(tmp_path, tiny_bilm_files):
     options, weights = tiny_bilm_files
     lines = ["The EU rejects German call .", "", "Peter Blackburn", "Zürich 😀 a"] + ["x y"] * 9
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    args = [
-        "embed",
-        "--options",
-        str(options),
-        "--weights",
-        str(weights),
-        "--input",
-        str(tmp_path / "in.txt"),
-    ]
+    args = embed_args(tiny_bilm_files, tmp_path / "in.txt")
     assert main([*args, "--output", str(tmp_path / "out.hdf5"), "--batch-size", "4"]) == 0
     bilm = load_bilm(options, weights).eval()
     with h5py.File(tmp_path / "out.hdf5", "r") as out:
@@ -63,15 +61,7 @@ def test_embed_bf16_is_close_to_fp32_in_both_contexts(tmp_path, tiny_bilm_files)
     options, weights = tiny_bilm_files
     lines = ["The EU rejects German call .", "Peter Blackburn", "", "BRUSSELS 1996-08-22", "x y z"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    base = [
-        "embed",
-        "--options",
-        str(options),
-        "--weights",
-        str(weights),
-        "--input",
-        str(tmp_path / "in.txt"),
-    ]
+    base = embed_args(tiny_bilm_files, tmp_path / "in.txt")
     for context in ("sentence", "document"):
         outputs = {}
         for precision in ("fp32", "bf16"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from ner_app.config import config_to_dict, load_config
 from ner_app.errors import NerAppError
-from ner_app.training.run_dir import IDENTITY_KEY
+from ner_app.training.run_dir import IDENTITY_KEY, flatten_tree
 
 SPLITS = ("dev", "test")
 # Keys that change neither what is trained nor the result: left out of a run's recipe.
@@ -73,16 +73,6 @@ class Summary:
 
     def __str__(self) -> str:
         return f"{self.mean:.2f}" if self.std is None else f"{self.mean:.2f} ± {self.std:.2f}"
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = tuple(value) if isinstance(value, list) else value
-    return out
 
 
 def _f1(value: Any, where: str) -> float:
@@ -152,7 +142,10 @@ def read_run(run_dir: str | Path) -> Run:
     f1, per_type = _scores(metrics)
     if not config.is_file():
         raise CompareError(f"{run_dir}: no config.yaml, needed to group the run with its config")
-    flat = _flatten(config_to_dict(load_config(config)))
+    flat: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in flatten_tree(config_to_dict(load_config(config))).items()
+    }
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
     return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type)
 

@@ -104,7 +104,7 @@ def data_fingerprint(paths: list[Path]) -> str:
 
 def run_identity(config: dict[str, Any], data: str) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``) and the data."""
-    flat = _flatten(config)
+    flat = flatten_tree(config)
     return {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS}, "data": data}
 
 
@@ -125,11 +125,12 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
         raise RunFolderError(f"{path}: written by a run on other data (the data files' fingerprint differs)")
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_tree(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as {"section.key": plain JSON value}."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
         if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten_tree(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = json.loads(json.dumps(value))  # plain JSON values only
     return out
