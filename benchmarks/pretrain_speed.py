@@ -147,7 +147,8 @@ def softmax_costs(cfg: BilmPretrainConfig, vocab_size: int, rows: int, repeats: 
 
     dim = cfg.model.projection_dim
     sampled = SampledSoftmaxLoss(vocab_size, dim, cfg.train.n_negative_samples)
-    cutoffs = [c for c in (2000, 10000) if c < vocab_size - 1]
+    # torch needs at least one cutoff in [1, V - 1]: a small vocabulary (smoke runs) gets one at V / 2
+    cutoffs = [c for c in (2000, 10000) if c < vocab_size - 1] or [max(1, vocab_size // 2)]
     adaptive = torch.nn.AdaptiveLogSoftmaxWithLoss(dim, vocab_size, cutoffs, div_value=4.0)
     full = SampledSoftmaxLoss(vocab_size, dim, vocab_size)  # every class a candidate: the exact softmax
     gen = torch.Generator().manual_seed(0)

@@ -147,9 +147,33 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     if not metrics:  # a DDP rank other than 0: rank 0 reports
         return 0
     for name, result in metrics["heldout"].items():
-        print(f"{name}: perplexity forward {result['forward']:.2f} backward {result['backward']:.2f} "
-              f"mean {result['mean']:.2f}")  # fmt: skip
+        print(f"{name} ({result['context']} context): perplexity forward {result['forward']:.2f} "
+              f"backward {result['backward']:.2f} mean {result['mean']:.2f}")  # fmt: skip
     print(f"{metrics['steps']} steps; biLM written to {cfg.output_dir} (metrics.json)")
+    return 0
+
+
+def _bilm_perplexity(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.pretrain.perplexity import heldout_perplexities
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    results = heldout_perplexities(args.run_dir, args.heldout, args.context, args.max_sentences)
+    print("| held-out file | context | sentences | predicted per direction | forward | backward | mean |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, result in results.items():
+        for context, r in result["contexts"].items():
+            print(f"| {name} | {context} | {result['sentences']:,} | {r['predicted_tokens']:,} | "
+                  f"{r['forward']:.1f} | {r['backward']:.1f} | {r['mean']:.1f} |")  # fmt: skip
+    if args.json:
+        from ner_app.bilm.weights import atomic_path
+
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -301,6 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--threads", type=positive_int, help="torch CPU threads (same as train.threads=N)")
     pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     pretrain.set_defaults(run=_pretrain_bilm)
+
+    ppl = commands.add_parser(
+        "bilm-perplexity",
+        help="exact held-out perplexity of a pretrain-bilm output folder, per direction and context",
+        description="Scores held-out files (one sentence a line, blank lines between documents, or CoNLL files) "
+        "with the exported LMs (options.json, weights.hdf5, softmax.hdf5, vocab.txt) and the full softmax, each "
+        "sentence alone and/or each document as one stream (docs/pretraining.md).",
+    )
+    ppl.add_argument("run_dir", metavar="RUN_DIR", help="a pretrain-bilm output_dir")
+    ppl.add_argument("--heldout", nargs="+", required=True, metavar="FILE", help="held-out text files")
+    ppl.add_argument(
+        "--context", nargs="+", choices=["sentence", "document"], default=["sentence", "document"]
+    )
+    ppl.add_argument("--max-sentences", type=positive_int, help="only the first N sentences of each file")
+    ppl.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ppl.set_defaults(run=_bilm_perplexity)
 
     report = commands.add_parser(
         "report",

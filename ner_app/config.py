@@ -120,6 +120,11 @@ class BilmDataConfig:
     max_train_tokens: int | None = None  # truncate the training corpus (tiny runs)
     shuffle: Literal["sentences", "documents", "none"] = "sentences"  # order of the packed training stream
     heldout_max_sentences: int | None = None  # final perplexity on the first N sentences of each file only
+    # How held-out text is read: sentence by sentence, or whole documents as one stream (CoNLL -DOCSTART-
+    # blocks, blank-line blocks of a text file; docs/document_context.md). Validation uses the first.
+    heldout_contexts: list[Literal["sentence", "document"]] = field(default_factory=lambda: ["sentence"])
+    train_documents: list[int] | None = None  # [first, stop): only these blank-line documents of data.train
+    extra_train: list[str] = field(default_factory=list)  # more training text (sentence lines or CoNLL files)
 
 
 @dataclass
@@ -137,6 +142,7 @@ class BilmModelConfig:
     proj_clip: float | None = 3.0  # clip projected outputs; null: no clip
     use_skip_connections: bool = True  # residual connection between LSTM layers
     dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
+    init_weights: str | None = None  # start from this biLM's weights.hdf5 (same options); the softmax is new
 
 
 @dataclass
@@ -156,6 +162,7 @@ class BilmTrainConfig:
     log_every_n_steps: int = 50  # logging interval
     val_every_n_steps: int = 1000  # held-out perplexity interval (and checkpoint interval)
     val_max_sentences: int | None = 1000  # periodic validation on the first N sentences of heldout[0]
+    patience: int | None = None  # stop after this many validations without a better val_ppl; export the best
     eval_batch_size: int = 64  # sentences per held-out batch
     precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
     accelerator: Accelerator = "auto"  # Lightning accelerator
@@ -405,8 +412,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
 
 # Keys that name files or folders (absent ones are skipped: each schema has some of them). "package" is
 # model.glove's name for the packaged GloVe, not a path.
-PATH_KEYS = ("output_dir", "data.dir", "data.train", "data.heldout", "model.glove", "elmo.options",
-             "elmo.weights", "elmo.cache_dir")  # fmt: skip
+PATH_KEYS = ("output_dir", "data.dir", "data.train", "data.heldout", "data.extra_train", "model.glove",
+             "model.init_weights", "elmo.options", "elmo.weights", "elmo.cache_dir")  # fmt: skip
 
 
 def project_root(config_path: str | Path) -> Path:

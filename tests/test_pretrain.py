@@ -17,7 +17,8 @@ from ner_app.__main__ import main
 from ner_app.bilm.char_mapper import batch_to_ids, token_to_ids
 from ner_app.bilm.weights import load_bilm
 from ner_app.config import BilmPretrainConfig, load_config
-from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus, read_sentences, sentence_batches
+from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
+from ner_app.pretrain.heldout import read_sentences, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel, run_stack
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.softmax import Candidates, LogUniformSampler, SampledSoftmaxLoss
@@ -349,7 +350,7 @@ def test_cli_end_to_end_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["steps"] == 6
     assert metrics["heldout"]["valid.txt"]["predicted_tokens"] == 4  # n + 1 per direction
-    assert "valid.txt: perplexity forward" in capsys.readouterr().out
+    assert "valid.txt (sentence context): perplexity forward" in capsys.readouterr().out
     vocab = SoftmaxVocab.load(run / "vocab.txt")
     windows = len(StreamBatches(read_corpus(corpus), vocab, batch_size=16, unroll_steps=10))
     assert windows > 6

@@ -16,14 +16,8 @@ import torch
 
 from ner_app.__main__ import main
 from ner_app.config import BilmPretrainConfig, load_config
-from ner_app.pretrain.data import (
-    StreamBatches,
-    read_corpus,
-    read_sentences,
-    sentence_batches,
-    shard_batches,
-    stream_rows,
-)
+from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
+from ner_app.pretrain.heldout import read_sentences, sentence_batches, shard_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.vocab import SoftmaxVocab
@@ -129,7 +123,7 @@ def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.
         "ddp/metrics.json"
     ]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt"]
-    assert result.stdout.count("heldout.txt: perplexity forward") == 1  # rank 0 alone reports
+    assert result.stdout.count("heldout.txt (sentence context): perplexity forward") == 1  # rank 0 alone reports
     # The held-out perplexity was computed in shares and gathered: it is one process's number for these weights.
     torch.set_num_threads(1)  # the processes ran one thread each: the same float32 kernels, bit for bit
     module = BilmLanguageModel.load_from_checkpoint(run / "checkpoints" / "last.ckpt", map_location="cpu")

@@ -9,7 +9,6 @@ with W processes the stream is cut into W x ``batch_size`` rows and each process
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,12 +18,12 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids, token_to_ids
+from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, token_to_ids
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.pretrain.heldout import IGNORE, split_documents
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
-IGNORE = -1  # target of a position with nothing to predict
 _BOS_TYPE, _EOS_TYPE = 0, 1  # type ids of <S> and </S> in every Corpus
 
 
@@ -52,44 +51,79 @@ class Corpus:
         )
 
 
-def read_corpus(path: str | Path, max_tokens: int | None = None) -> Corpus:
+def read_corpus(
+    path: str | Path,
+    max_tokens: int | None = None,
+    documents: Sequence[int] | None = None,
+    extra: Sequence[str | Path] = (),
+) -> Corpus:
     """One sentence per line, tokens separated by whitespace; blank lines separate documents.
 
-    Reads line by line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries
-    included). Raises OSError or ValueError with the path in the message.
+    ``documents`` [first, stop) keeps only those documents of ``path`` (0-based, in file order); ``extra``
+    files (sentence lines or CoNLL, ``heldout.split_documents``) add their documents after it. Reads line by
+    line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries included).
+    Raises NerAppError or MissingFileError with the path in the message.
     """
     path = Path(path)
+    if documents is not None and not (len(documents) == 2 and 0 <= documents[0] < documents[1]):
+        raise NerAppError(
+            f"data.train_documents must be [first, stop) with 0 <= first < stop, found {documents}"
+        )
     index = {BOS_TOKEN: _BOS_TYPE, EOS_TOKEN: _EOS_TYPE}
     tokens = array("i")
-    offsets, documents = [0], [0]
-    lineno = 0
+    offsets, starts = [0], [0]
+
+    def add(words: Sequence[str]) -> bool:
+        """Append one sentence; True once ``max_tokens`` is reached."""
+        tokens.append(_BOS_TYPE)
+        tokens.extend([index.setdefault(w, len(index)) for w in words])
+        tokens.append(_EOS_TYPE)
+        offsets.append(len(tokens))
+        return max_tokens is not None and len(tokens) >= max_tokens
+
+    def new_document() -> None:
+        if len(offsets) - 1 > starts[-1]:  # the next sentence starts a new document
+            starts.append(len(offsets) - 1)
+
+    lineno, doc, in_doc, full = 0, 0, False, False
     try:
         with path.open(encoding="utf-8") as f:
             for line in f:
                 lineno += 1
                 words = line.split()
                 if not words:
-                    if len(offsets) - 1 > documents[-1]:  # the next sentence starts a new document
-                        documents.append(len(offsets) - 1)
+                    doc, in_doc = doc + in_doc, False  # the file's document number, kept or not
+                    new_document()
                     continue
-                tokens.append(_BOS_TYPE)
-                tokens.extend([index.setdefault(w, len(index)) for w in words])
-                tokens.append(_EOS_TYPE)
-                offsets.append(len(tokens))
-                if max_tokens is not None and len(tokens) >= max_tokens:
+                in_doc = True
+                if documents is not None and not documents[0] <= doc < documents[1]:
+                    continue
+                if add(words):
+                    full = True
                     break
     except UnicodeDecodeError as err:
         raise NerAppError(f"{path}: line {lineno + 1} is not UTF-8 text ({err.reason})") from None
     except OSError as err:
         raise MissingFileError(f"{path}: cannot read corpus: {err.strerror or err}") from None
+    for extra_path in [] if full else extra:
+        try:
+            lines = Path(extra_path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
+            raise MissingFileError(f"{extra_path}: cannot read extra training text: {reason}") from None
+        for document in split_documents(lines):
+            new_document()
+            if any(add(words) for words in document):
+                break
     if len(offsets) < 2:
-        raise NerAppError(f"{path}: no sentences (expected one tokenised sentence per line)")
-    if documents[-1] == len(offsets) - 1:  # trailing blank lines opened a document with no sentence
-        documents.pop()
+        where = f" in documents {list(documents)}" if documents is not None else ""
+        raise NerAppError(f"{path}: no sentences{where} (expected one tokenised sentence per line)")
+    if starts[-1] == len(offsets) - 1:  # trailing blank lines opened a document with no sentence
+        starts.pop()
     return Corpus(
         tokens=np.frombuffer(tokens, dtype=np.int32).copy(),
         offsets=np.asarray(offsets, dtype=np.int64),
-        documents=np.asarray(documents, dtype=np.int64),
+        documents=np.asarray(starts, dtype=np.int64),
         types=list(index),
     )
 
@@ -277,65 +311,3 @@ class StreamBatches:
             epoch, window = epoch + 1, 0
         self._epoch, self._start = epoch, window
         self._consumed = (epoch, window)
-
-
-# ------------------------------------------------------------------------------------- held-out text
-_NER_TAG = re.compile(r"^(O|[BIES]-\S+)$")
-
-
-def read_sentences(path: str | Path) -> list[list[str]]:
-    """Held-out sentences of a text file (one sentence per line) or a CoNLL file (detected).
-
-    CoNLL: lines of >= 2 whitespace columns whose last looks like a NER tag; the token is column 1, sentences
-    end at blank lines, ``-DOCSTART-`` lines are skipped.
-    """
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
-        raise MissingFileError(f"{path}: cannot read held-out text: {reason}") from None
-    sample = [line.split() for line in lines[:200] if line.strip()]
-    conll = bool(sample) and all(
-        len(cols) >= 2 and (_NER_TAG.match(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample
-    )
-    if not conll:
-        return [line.split() for line in lines if line.strip()]
-    sentences: list[list[str]] = []
-    current: list[str] = []
-    for line in [*lines, ""]:
-        cols = line.split()
-        if not cols or cols[0] == "-DOCSTART-":
-            if current:
-                sentences.append(current)
-            current = []
-        else:
-            current.append(cols[0])
-    return sentences
-
-
-def sentence_batches(
-    sentences: Sequence[Sequence[str]], vocab: SoftmaxVocab, batch_size: int
-) -> list[dict[str, torch.Tensor]]:
-    """Stateless evaluation batches, sentences sorted by length: ``char_ids`` (B, T, 50) without boundaries
-    (the biLM adds them) and ``targets`` (B, T + 2) softmax ids of ``<S> w1 .. wn </S>``, ``IGNORE``-padded.
-    """
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    batches = []
-    for i in range(0, len(order), batch_size):
-        chunk = [list(sentences[j]) for j in order[i : i + batch_size]]
-        targets = torch.full((len(chunk), max(len(s) for s in chunk) + 2), IGNORE, dtype=torch.long)
-        for row, words in enumerate(chunk):
-            targets[row, : len(words) + 2] = torch.tensor(vocab.encode([BOS_TOKEN, *words, EOS_TOKEN]))
-        batches.append({"char_ids": batch_to_ids(chunk), "targets": targets})
-    return batches
-
-
-def shard_batches(batches: Sequence[dict[str, Any]], rank: int, world_size: int) -> list[dict[str, Any]]:
-    """Process ``rank``'s share of evaluation batches: batches rank, rank + W, ..., each with its ``index`` in
-    ``batches``, then ``{"index": -1}`` fillers up to ceil(n / W), so that every process runs as many steps
-    (a DDP step is a collective call on every process). The shares are disjoint and cover ``batches``.
-    """
-    rounds = -(-len(batches) // world_size)
-    share: list[dict[str, Any]] = [{**batches[k], "index": k} for k in range(rank, len(batches), world_size)]
-    return share + [{"index": -1}] * (rounds - len(share))

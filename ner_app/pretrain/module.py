@@ -13,10 +13,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ner_app.bilm.document import context_layers
 from ner_app.bilm.lstm import State
 from ner_app.bilm.options import BilmOptions
 from ner_app.errors import NerAppError
-from ner_app.pretrain.data import IGNORE, shard_batches
+from ner_app.pretrain.heldout import IGNORE, shard_batches
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
 from ner_app.training.rng_state import capture_rng_states, restore_rng_states
 
@@ -196,9 +197,15 @@ class BilmLanguageModel(pl.LightningModule):
 
     # ---------------------------------------------------------------------------------- evaluation
     def sentence_nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Exact NLL of every prediction of a ``sentence_batches`` batch: forward (N_f,), backward (N_b,)."""
-        out = self.bilm(batch["char_ids"])  # stateless: every sentence from zero state
-        top, mask, targets = out.layers[-1], out.mask, batch["targets"]  # (B, T+2, 2P), (B, T+2), (B, T+2)
+        """Exact NLL of every prediction of a ``sentence_batches`` or ``document_batches`` batch: forward
+        (N_f,), backward (N_b,)."""
+        if "contexts" in batch:  # each sentence's positions in its document's stream, read from zero state
+            layers, mask = context_layers(self.bilm, batch["contexts"])
+            top = layers[-1]
+        else:
+            out = self.bilm(batch["char_ids"])  # stateless: every sentence from zero state
+            top, mask = out.layers[-1], out.mask
+        targets = batch["targets"]  # (B, T+2); top (B, T+2, 2P), mask (B, T+2)
         p = self.bilm.projection_dim
         fwd_valid = mask[:, :-1] & mask[:, 1:]  # position t predicts t+1
         bwd_valid = mask[:, 1:] & mask[:, :-1]  # position t+1 predicts t
@@ -243,7 +250,8 @@ class BilmLanguageModel(pl.LightningModule):
         parts = {}
         for batch in shard_batches(batches, rank, world):
             if batch["index"] >= 0:
-                inputs = {k: batch[k].to(self.device) for k in ("char_ids", "targets")}
+                inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v
+                          for k, v in batch.items() if k in ("char_ids", "targets", "contexts")}  # fmt: skip
                 parts[int(batch["index"])] = self.batch_sums(inputs)
         self.train(was_training)
         parts = _merge(_gather(parts))

@@ -15,17 +15,17 @@ from typing import Any
 import h5py
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from ner_app.bilm.options import BilmOptions
-from ner_app.bilm.weights import atomic_path, save_bilm
+from ner_app.bilm.weights import atomic_path, load_weights, save_bilm
 from ner_app.config import BilmPretrainConfig, config_to_dict, save_config
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.pretrain.data import (
-    StreamBatches,
-    read_corpus,
-    read_sentences,
-    sentence_batches,
+from ner_app.pretrain.data import StreamBatches, read_corpus
+from ner_app.pretrain.heldout import (
+    context_batches,
+    first_sentences,
+    read_documents,
     shard_batches,
 )
 from ner_app.pretrain.module import BilmLanguageModel
@@ -98,6 +98,18 @@ def check_config(cfg: BilmPretrainConfig) -> None:
         raise NerAppError(  # those run only the fit in their processes; the export needs every process after it
             f"config key 'train.strategy': '{t.strategy}' is not supported by pretrain-bilm; use ddp (or auto)"
         )
+    if t.patience is not None and t.patience < 1:
+        raise NerAppError(f"config key 'train.patience' must be at least 1 (or null), found {t.patience}")
+    if not cfg.data.heldout_contexts or len(set(cfg.data.heldout_contexts)) < len(cfg.data.heldout_contexts):
+        raise NerAppError("config key 'data.heldout_contexts' must list sentence and/or document, each once")
+    leaked = sorted(
+        {str(Path(p).resolve()) for p in cfg.data.extra_train}
+        & {str(Path(p).resolve()) for p in cfg.data.heldout}
+    )
+    if leaked:  # training on the text that measures the model would make every perplexity meaningless
+        raise NerAppError(
+            f"config key 'data.extra_train': {leaked[0]} is also a held-out file (data.heldout)"
+        )
     if not 0.0 <= m.dropout < 1.0:
         raise NerAppError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
 
@@ -140,9 +152,12 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Read every input before training, so that a bad held-out path fails now and not after hours.
-    corpus = read_corpus(cfg.data.train, cfg.data.max_train_tokens)
-    heldout = {path: read_sentences(path)[: cfg.data.heldout_max_sentences] for path in cfg.data.heldout}
-    identity = run_identity(config_to_dict(cfg), data_fingerprint([Path(cfg.data.train)]))
+    d = cfg.data
+    corpus = read_corpus(d.train, d.max_train_tokens, d.train_documents, d.extra_train)
+    heldout = {path: read_documents(path, d.heldout_max_sentences) for path in d.heldout}
+    identity = run_identity(
+        config_to_dict(cfg), data_fingerprint([Path(p) for p in [d.train, *d.extra_train]])
+    )
     keep_below = None
     if resume:  # refuse a stale or foreign checkpoint before the model is built
         saved = load_checkpoint(last)
@@ -159,6 +174,11 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         every_n_train_steps=t.val_every_n_steps,
         enable_version_counter=False,  # a fresh run in the same output_dir overwrites last.ckpt
     )
+    stopping = []
+    if t.patience is not None:  # early stopping on held-out perplexity; the best weights are exported
+        best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_ppl", mode="min", save_top_k=1,
+                               enable_version_counter=False)  # fmt: skip
+        stopping = [best, EarlyStopping(monitor="val_ppl", mode="min", patience=t.patience)]
     trainer = pl.Trainer(
         accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
         precision=precision, max_steps=t.max_steps, max_epochs=-1,
@@ -166,7 +186,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         gradient_clip_val=t.grad_clip, gradient_clip_algorithm="norm",
         val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None,
         limit_val_batches=1.0 if heldout else 0,
-        callbacks=[position, checkpoint, RunIdentity(identity), FiniteGuard(),
+        callbacks=[position, checkpoint, *stopping, RunIdentity(identity), FiniteGuard(),
                    *lightning_progress(t.enable_progress_bar)],
         logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
         log_every_n_steps=t.log_every_n_steps, enable_progress_bar=t.enable_progress_bar,
@@ -194,14 +214,18 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         len(corpus.tokens), len(corpus.types), len(vocab), len(train), t.batch_size, t.unroll_steps, world)  # fmt: skip
     val = None
     if heldout:
-        first = next(iter(heldout.values()))[: t.val_max_sentences]
-        batches = sentence_batches(first, vocab, t.eval_batch_size)
-        val = BatchIterable(shard_batches(batches, rank, world)) if first else None
+        first = next(iter(heldout.values()))
+        head = first_sentences(first, t.val_max_sentences)
+        batches = context_batches(head, vocab, d.heldout_contexts[0], t.eval_batch_size)
+        val = BatchIterable(shard_batches(batches, rank, world)) if head else None
     options = bilm_options(cfg)
     module = BilmLanguageModel(
         options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
         sentence_reset=t.sentence_reset,
     )  # fmt: skip
+    if cfg.model.init_weights and not resume:  # a resumed run's checkpoint holds the weights it reached
+        load_weights(module.bilm, cfg.model.init_weights)
+        say("biLM initialised from %s (the softmax starts afresh)", cfg.model.init_weights)
     say("biLM %d parameters, softmax %d", options.num_parameters(), module.softmax.W.numel() + len(vocab))
     trainer.fit(
         module,
@@ -217,10 +241,19 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     if writer:
         os.replace(tmp, last)
 
+    best_step = None
+    if stopping and stopping[0].best_model_path:  # export what validated best, not where patience ran out
+        best_ckpt = load_checkpoint(Path(stopping[0].best_model_path))
+        module.load_state_dict(best_ckpt["state_dict"])
+        best_step = int(best_ckpt.get("global_step", 0))
+        del best_ckpt
     module.to("cuda" if accelerator == "gpu" else "cpu")
     # Every process evaluates its share of the held-out batches; the sums are gathered (module.evaluate).
-    results = {path: module.evaluate(sentence_batches(sentences, vocab, t.eval_batch_size))
-               for path, sentences in heldout.items()}  # fmt: skip
+    results = {
+        path: {mode: module.evaluate(context_batches(docs, vocab, mode, t.eval_batch_size))
+               for mode in d.heldout_contexts}
+        for path, docs in heldout.items()
+    }  # fmt: skip
     if not writer:
         return {}
     save_bilm(module.bilm, run_dir)
@@ -236,12 +269,18 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         "train_tokens_timed": module.train_tokens * world,
         "vocab_size": len(vocab),
         "parameters": options.num_parameters(),
+        "exported_step": best_step if best_step is not None else trainer.global_step,
         "heldout": {},
     }
-    for path, result in results.items():
-        metrics["heldout"][Path(path).name] = {"path": str(path), "sentences": len(heldout[path]), **result}
-        log.info("held-out %s: perplexity forward %.2f backward %.2f mean %.2f", path, result["forward"],
-                 result["backward"], result["mean"])  # fmt: skip
+    for path, by_mode in results.items():
+        first = d.heldout_contexts[0]
+        metrics["heldout"][Path(path).name] = {
+            "path": str(path), "sentences": sum(len(doc) for doc in heldout[path]),
+            "documents": len(heldout[path]), "context": first, **by_mode[first], "contexts": by_mode,
+        }  # fmt: skip
+        for mode, result in by_mode.items():
+            log.info("held-out %s (%s context): perplexity forward %.2f backward %.2f mean %.2f", path, mode,
+                     result["forward"], result["backward"], result["mean"])  # fmt: skip
     with atomic_path(run_dir / "metrics.json") as tmp_metrics:
         tmp_metrics.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return metrics

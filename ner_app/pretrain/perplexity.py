@@ -1,0 +1,83 @@
+"""Exact held-out perplexity of an exported biLM language model (``pretrain-bilm``'s output folder).
+
+The folder holds the biLM (``options.json``, ``weights.hdf5``), its LM head (``softmax.hdf5``) and the softmax
+vocabulary (``vocab.txt``): together the two language models, which ``bilm-perplexity`` scores on any held-out
+file, sentence by sentence or as document streams (``heldout.py``), with the same code as the run's own
+``metrics.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import torch
+
+from ner_app.bilm.options import read_options
+from ner_app.bilm.weights import WeightFileError, load_weights, precheck_weights
+from ner_app.errors import MissingFileError
+from ner_app.pretrain.heldout import context_batches, read_documents
+from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.vocab import SoftmaxVocab
+
+
+def load_language_model(run_dir: str | Path) -> tuple[BilmLanguageModel, SoftmaxVocab]:
+    """The two LMs of an exported run folder, in eval mode, and their vocabulary; one clear error per defect."""
+    run_dir = Path(run_dir)
+    for name in ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"):
+        if not (run_dir / name).is_file():
+            raise MissingFileError(f"{run_dir / name}: no such file (expected a pretrain-bilm output folder)")
+    options = read_options(run_dir / "options.json")
+    precheck_weights(options, run_dir / "weights.hdf5")  # sizes against the file before any allocation
+    vocab = SoftmaxVocab.load(run_dir / "vocab.txt")
+    module = BilmLanguageModel(options.to_dict(), len(vocab), num_sampled=1, dropout=0.0)
+    load_weights(module.bilm, run_dir / "weights.hdf5")
+    path = run_dir / "softmax.hdf5"
+    expected = {"softmax/W": (len(vocab), options.projection_dim), "softmax/b": (len(vocab),)}
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise WeightFileError(f"{path}: not an HDF5 file (expected softmax/W and softmax/b): {err}") from None
+    with f:
+        arrays = {}
+        for name, shape in expected.items():
+            if name not in f or not isinstance(f[name], h5py.Dataset):
+                raise WeightFileError(f"{path}: missing dataset '{name}' (expected shape {shape})")
+            if tuple(f[name].shape) != shape:
+                raise WeightFileError(
+                    f"{path}: dataset '{name}' has shape {tuple(f[name].shape)}, expected {shape} "
+                    "from vocab.txt and options.json"
+                )
+            arrays[name] = np.asarray(f[name][...], dtype=np.float32)
+            if not np.isfinite(arrays[name]).all():
+                raise WeightFileError(f"{path}: dataset '{name}' holds NaN or infinite values")
+    with torch.no_grad():
+        module.softmax.W.copy_(torch.from_numpy(arrays["softmax/W"]))
+        module.softmax.b.copy_(torch.from_numpy(arrays["softmax/b"]))
+    return module.eval(), vocab
+
+
+def heldout_perplexities(
+    run_dir: str | Path,
+    files: Sequence[str | Path],
+    contexts: Sequence[str] = ("sentence", "document"),
+    max_sentences: int | None = None,
+    batch_size: int = 64,
+) -> dict[str, dict[str, Any]]:
+    """{file name: {path, sentences, documents, contexts: {context: perplexities}}} for every file."""
+    module, vocab = load_language_model(run_dir)
+    results = {}
+    for path in files:
+        documents = read_documents(path, max_sentences)
+        results[Path(path).name] = {
+            "path": str(path),
+            "sentences": sum(len(d) for d in documents),
+            "documents": len(documents),
+            "contexts": {
+                c: module.evaluate(context_batches(documents, vocab, c, batch_size)) for c in contexts
+            },
+        }
+    return results
