@@ -128,6 +128,24 @@ def test_resume_under_another_config_or_data_is_refused(tmp_path, trained, capsy
     one_error_line(capsys, "another config", "data.dir")  # the same folder with other bytes: the next test
 
 
+def test_a_key_added_after_the_checkpoint_resumes_only_at_its_default(tmp_path):
+    """A checkpoint written before a config key existed is the same run while the key keeps its default
+    (what the older program did), and another run once the key is set to something else."""
+    from ner_app.config import TrainConfig, config_to_dict
+    from ner_app.training.run_dir import IDENTITY_KEY, RunFolderError, check_identity, run_identity
+
+    defaults = config_to_dict(TrainConfig())
+    identity = run_identity(config_to_dict(TrainConfig()), "data", defaults)
+    older = {"config": dict(identity["config"]), "data": "data"}
+    del older["config"]["elmo.context"]  # as written before document context existed
+    path = tmp_path / "last.ckpt"
+    check_identity({IDENTITY_KEY: older}, identity, path)
+    changed = TrainConfig()
+    changed.elmo.context = "document"
+    with pytest.raises(RunFolderError, match=r"another config \(elmo.context: None -> 'document'\)"):
+        check_identity({IDENTITY_KEY: older}, run_identity(config_to_dict(changed), "data", defaults), path)
+
+
 def test_resume_on_changed_data_files_is_refused(tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(TINY, data)

@@ -156,7 +156,9 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     corpus = read_corpus(d.train, d.max_train_tokens, d.train_documents, d.extra_train)
     heldout = {path: read_documents(path, d.heldout_max_sentences) for path in d.heldout}
     identity = run_identity(
-        config_to_dict(cfg), data_fingerprint([Path(p) for p in [d.train, *d.extra_train]])
+        config_to_dict(cfg),
+        data_fingerprint([Path(p) for p in [d.train, *d.extra_train]]),
+        config_to_dict(BilmPretrainConfig()),
     )
     keep_below = None
     if resume:  # refuse a stale or foreign checkpoint before the model is built

@@ -171,7 +171,7 @@ def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
     d = cfg.data
     files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
     data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
-    return run_identity(config_to_dict(cfg), data)
+    return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()))
 
 
 def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:

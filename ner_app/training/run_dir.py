@@ -102,10 +102,15 @@ def data_fingerprint(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def run_identity(config: dict[str, Any], data: str) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``) and the data."""
+def run_identity(config: dict[str, Any], data: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``) and the data.
+
+    ``defaults`` (the schema's default tree) lets ``check_identity`` accept a checkpoint written before a key
+    existed, as long as the key keeps its default (which is what the older program did).
+    """
     flat = flatten_tree(config)
-    return {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS}, "data": data}
+    identity = {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS}, "data": data}
+    return {**identity, "defaults": flatten_tree(defaults)} if defaults is not None else identity
 
 
 def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: Path) -> None:
@@ -113,8 +118,11 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
     found = checkpoint.get(IDENTITY_KEY)
     if not isinstance(found, dict):
         raise RunFolderError(f"{path}: this checkpoint carries no run identity (written by another program?)")
-    old, new = found.get("config", {}), expected["config"]
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    old, new, defaults = found.get("config", {}), expected["config"], expected.get("defaults", {})
+    added_at_default = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    changed = sorted(
+        k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in added_at_default
+    )
     if changed:
         shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
         raise RunFolderError(
