@@ -379,7 +379,10 @@ def test_cli_bad_corpus_path(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     missing = tmp_path / "nope.txt"
     assert main(["pretrain-bilm", "--config", config, f"data.train={missing}", f"output_dir={tmp_path}"]) == 2
     assert f"error: {missing}: cannot read corpus: No such file or directory" in capsys.readouterr().err
-    assert main(["pretrain-bilm", "--config", config, f"data.train={tmp_path}"]) == 2
+    assert (
+        main(["pretrain-bilm", "--config", config, f"data.train={tmp_path}", f"output_dir={tmp_path / 'o'}"])
+        == 2
+    )
     assert f"error: {tmp_path}: cannot read corpus" in capsys.readouterr().err
     corpus = write_grammar(tmp_path / "train.txt", 20, seed=0)
     bad = ["data.heldout=[/nonexistent/dev.txt]", f"data.train={corpus}", f"output_dir={tmp_path / 'r'}"]
