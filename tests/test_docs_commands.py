@@ -265,7 +265,9 @@ def test_configuration_page_names_every_key_with_its_default() -> None:
     for section, schema in ((tagger, TrainConfig), (pretraining, BilmPretrainConfig)):
         rows = dict(re.findall(r"^\| `([\w.]+)` \| `([^`]*)` \|", section, re.MULTILINE))
         expected = {key: shown(default) for key, default in config_keys(schema).items()}
-        assert rows == expected, f"{schema.__name__}: documented {rows}, ner_app/config_schema.py has {expected}"
+        assert rows == expected, (
+            f"{schema.__name__}: documented {rows}, ner_app/config_schema.py has {expected}"
+        )
 
 
 def test_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:

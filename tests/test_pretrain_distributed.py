@@ -123,7 +123,9 @@ def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.
         "ddp/metrics.json"
     ]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt"]
-    assert result.stdout.count("heldout.txt (sentence context): perplexity forward") == 1  # rank 0 alone reports
+    assert (
+        result.stdout.count("heldout.txt (sentence context): perplexity forward") == 1
+    )  # rank 0 alone reports
     # The held-out perplexity was computed in shares and gathered: it is one process's number for these weights.
     torch.set_num_threads(1)  # the processes ran one thread each: the same float32 kernels, bit for bit
     module = BilmLanguageModel.load_from_checkpoint(run / "checkpoints" / "last.ckpt", map_location="cpu")
