@@ -20,7 +20,7 @@ import torch
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, token_to_ids
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.pretrain.heldout import IGNORE, split_documents
+from ner_app.pretrain.heldout import IGNORE, read_lines, split_documents
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
@@ -106,12 +106,7 @@ def read_corpus(
     except OSError as err:
         raise MissingFileError(f"{path}: cannot read corpus: {err.strerror or err}") from None
     for extra_path in [] if full else extra:
-        try:
-            lines = Path(extra_path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
-            raise MissingFileError(f"{extra_path}: cannot read extra training text: {reason}") from None
-        for document in split_documents(lines):
+        for document in split_documents(read_lines(extra_path, "extra training text")):
             new_document()
             if any(add(words) for words in document):
                 break

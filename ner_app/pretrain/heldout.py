@@ -56,13 +56,16 @@ def split_documents(lines: Sequence[str]) -> list[Document]:
 
 def read_documents(path: str | Path, max_sentences: int | None = None) -> list[Document]:
     """``split_documents`` of a file, cut after its first ``max_sentences`` sentences (null: all)."""
-    path = Path(path)
+    return first_sentences(split_documents(read_lines(path, "held-out text")), max_sentences)
+
+
+def read_lines(path: str | Path, what: str) -> list[str]:
+    """A UTF-8 text file's lines; an unreadable file is one MissingFileError naming the path and ``what``."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         reason = err.reason if isinstance(err, UnicodeDecodeError) else err.strerror
-        raise MissingFileError(f"{path}: cannot read held-out text: {reason}") from None
-    return first_sentences(split_documents(lines), max_sentences)
+        raise MissingFileError(f"{path}: cannot read {what}: {reason}") from None
 
 
 def first_sentences(documents: Sequence[Document], max_sentences: int | None) -> list[Document]:
