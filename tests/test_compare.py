@@ -210,3 +210,22 @@ def test_bad_input_is_one_line_naming_the_path(runs, capsys, tmp_path, make, mes
     code, out, err = compare(capsys, runs["base_seed1"], path)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_paths_show_relative_to_the_project(runs, capsys, tmp_path):
+    """Record folders inside a project: a path key that differs reads as the configs write it, not absolute."""
+    project, shared = tmp_path / "project", tmp_path / "shared"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    folders = {"inside": project / "data" / "conll", "beside": shared / "conll"}
+    records = []
+    for name, data_dir in folders.items():
+        shutil.copytree(ROOT / "tests/data/tiny_conll", data_dir)
+        record = project / "results" / f"{name}_seed1"
+        shutil.copytree(runs["base_seed1"], record)
+        config = record / "config.yaml"
+        config.write_text(re.sub(r"(?m)^  dir: .*$", f"  dir: {data_dir}", config.read_text()))
+        records.append(record)
+    _, out, _ = compare(capsys, *records)
+    differs = find(tables(out), "What differs")
+    assert differs == [["config", "data.dir"], ["inside", "data/conll"], ["beside", "../shared/conll"]]

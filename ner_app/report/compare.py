@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ner_app.config import config_to_dict, load_config
+from ner_app.config import PATH_KEYS, config_to_dict, load_config, project_root
 from ner_app.errors import NerAppError
 from ner_app.training.run_dir import IDENTITY_KEY, flatten_tree
 
@@ -193,6 +194,11 @@ def value_of(run: Run, key: str) -> str:
         text = {None: "null", True: "true", False: "false"}[value]
     elif isinstance(value, tuple):
         text = "[" + ", ".join(map(str, value)) + "]"
+    elif key in PATH_KEYS and value != "package":
+        # as configs write paths, relative to the run's project root (or beside it, "../shared/..."):
+        # the tables then do not show this machine's layout
+        text = os.path.relpath(str(value), project_root(run.path / "config.yaml"))
+        text = str(value) if text.startswith(os.pardir + os.sep + os.pardir) else text
     else:
         text = str(value)
     return text if len(text) <= 32 else "…" + text[-31:]  # a long path: its end tells runs apart
