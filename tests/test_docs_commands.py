@@ -44,6 +44,10 @@ SMOKE = {
         "python benchmarks/document_context.py --skip-fill --repeats 1 --threads 1",
         ("data", "conll2003", "train.txt"),
     ),
+    "lstm_directions": (
+        "python benchmarks/lstm_directions.py --threads 1 --repeats 1 --batch 8 --steps 5",
+        None,
+    ),
     "pretrain_speed": (
         "python benchmarks/pretrain_speed.py --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
         "--no-flops",
