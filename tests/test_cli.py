@@ -76,3 +76,14 @@ def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu_check.py")], capture_output=True,
                             text=True, timeout=60)  # fmt: skip
     assert result.returncode == 0 and "no CUDA device" in result.stdout
+
+
+def test_every_command_of_the_parser_has_a_handler():
+    """The argparse tree (cli_parser.py) and the handlers (__main__.py) name the same commands."""
+    import argparse
+
+    from ner_app.__main__ import HANDLERS
+    from ner_app.cli_parser import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(subparsers.choices) == sorted(HANDLERS)
