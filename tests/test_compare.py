@@ -202,6 +202,11 @@ def write(path: Path, text: str) -> Path:
         (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json: not a JSON file"),
         (lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": "high"}, "test": {"f1": 1}}'),
          "metrics.json: dev.f1: expected a number, found 'high'"),
+        (lambda t, r: write(t / "m" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": {}}'),
+         "metrics.json: elmo_mix: expected a list of {softmax_w, gamma} mappings"),
+        (lambda t, r: write(t / "g" / "metrics.json",
+                            '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": [{"softmax_w": [1], "gamma": null}]}'),
+         "metrics.json: elmo_mix[0].gamma: expected a number, found None"),
         (lambda t, r: shutil.copytree(r["base_seed1"], t / "again"), "two runs of one config with seed 1"),
     ],
 )  # fmt: skip
@@ -229,3 +234,48 @@ def test_paths_show_relative_to_the_project(runs, capsys, tmp_path):
     _, out, _ = compare(capsys, *records)
     differs = find(tables(out), "What differs")
     assert differs == [["config", "data.dir"], ["inside", "data/conll"], ["beside", "../shared/conll"]]
+
+
+def test_metrics_hold_the_chosen_checkpoints_mix(runs):
+    """metrics.json "elmo_mix" equals the mix of the exported (best) weights, read back from safetensors."""
+    from ner_app.report.run_report import read_elmo_mixes
+
+    for folder in runs.values():
+        recorded = json.loads((folder / "metrics.json").read_text())["elmo_mix"]
+        exported, _ = read_elmo_mixes(folder)
+        assert len(recorded) == len(exported) == 1
+        assert recorded[0]["softmax_w"] == pytest.approx(exported[0][0], abs=1e-7)
+        assert recorded[0]["gamma"] == pytest.approx(exported[0][1], abs=1e-7)
+        assert sum(recorded[0]["softmax_w"]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_mix_table_equals_numbers_by_hand(runs, capsys):
+    _, out, _ = compare(capsys, *runs.values())
+    header, *rows = find(tables(out), "Learned ELMo mix")
+    layers = len(json.loads((runs["base_seed1"] / "metrics.json").read_text())["elmo_mix"][0]["softmax_w"])
+    assert header == ["config", "runs", *(f"layer {j}" for j in range(layers)), "gamma"]
+
+    def three(values: list[float]) -> str:
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        return f"{mean:.3f} ± {std:.3f}"
+
+    for row in rows:
+        mixes = [json.loads((runs[f"{row[0]}_seed{s}"] / "metrics.json").read_text())["elmo_mix"][0]
+                 for s in RECIPES[row[0]][1]]  # fmt: skip
+        assert row[1] == str(len(mixes))
+        assert row[2:-1] == [three([m["softmax_w"][j] for m in mixes]) for j in range(layers)]
+        assert row[-1] == three([m["gamma"] for m in mixes])
+
+
+def test_runs_without_a_recorded_mix_leave_the_mix_table_out(runs, capsys, tmp_path):
+    """Baseline runs, or runs from before metrics.json held the mix: no mix table, the rest unchanged."""
+    copies = []
+    for name in ("base_seed1", "base_seed2"):
+        copies.append(tmp_path / name)
+        shutil.copytree(runs[name], copies[-1])
+        metrics = json.loads((copies[-1] / "metrics.json").read_text())
+        del metrics["elmo_mix"]
+        (copies[-1] / "metrics.json").write_text(json.dumps(metrics))
+    _, out, _ = compare(capsys, *copies)
+    assert "Learned ELMo mix" not in out and "Entity F1" in out

@@ -111,3 +111,8 @@ class Elmo(nn.Module):
     def l2_penalty(self) -> torch.Tensor:
         """Sum of ||w||^2 over the pre-softmax weights of every mix (the paper's lambda term, without lambda)."""
         return sum((mix.l2_penalty() for mix in self.scalar_mixes), torch.zeros(()))
+
+    def learned_mixes(self) -> list[dict[str, list[float] | float]]:
+        """softmax(w) and gamma of every mix, as plain numbers (metrics.json "elmo_mix")."""
+        mixes: list[ScalarMix] = list(self.scalar_mixes)
+        return [mix.learned() for mix in mixes]

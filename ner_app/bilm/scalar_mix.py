@@ -57,6 +57,11 @@ class ScalarMix(nn.Module):
         variance = (((x - mean) * m) ** 2).sum() / count
         return (x - mean) / torch.sqrt(variance + 1e-13)
 
+    def learned(self) -> dict[str, list[float] | float]:
+        """What the mix learned, as plain numbers: softmax(w) per layer (summing to 1) and gamma."""
+        weights = torch.softmax(self.scalar_parameters.detach().float(), dim=0)
+        return {"softmax_w": [float(w) for w in weights], "gamma": float(self.gamma.detach().float()[0])}
+
     def l2_penalty(self) -> torch.Tensor:
         """||w||^2 over the pre-softmax layer weights."""
         return (self.scalar_parameters**2).sum()

@@ -34,6 +34,14 @@ class CompareError(NerAppError):
 
 
 @dataclass(frozen=True)
+class Mix:
+    """One learned ELMo scalar mix: softmax(w) per biLM layer and gamma."""
+
+    weights: tuple[float, ...]
+    gamma: float
+
+
+@dataclass(frozen=True)
 class Run:
     """One finished training run: its recipe, seed and scores (F1 in percent)."""
 
@@ -43,6 +51,7 @@ class Run:
     data: str | None  # the data fingerprint of the checkpoint's run identity (None without a checkpoint)
     f1: dict[str, float]  # split -> entity F1
     per_type: dict[str, dict[str, float]]  # split -> entity type -> F1
+    mixes: tuple[Mix, ...] = ()  # metrics.json "elmo_mix": the chosen checkpoint's ELMo mixes (none without)
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,25 @@ def _f1(value: Any, where: str) -> float:
     return float(value)
 
 
-def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """(split -> F1, split -> type -> F1) from a run's ``metrics.json``."""
+def _mixes(value: Any, path: Path) -> tuple[Mix, ...]:
+    """metrics.json "elmo_mix" (absent for runs without ELMo or from before it was written) as ``Mix``es."""
+    if value is None:
+        return ()
+    where = f"{path}: elmo_mix"
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise CompareError(f"{where}: expected a list of {{softmax_w, gamma}} mappings")
+    mixes = []
+    for k, mix in enumerate(value):
+        weights = mix.get("softmax_w")
+        if not isinstance(weights, list) or not weights:
+            raise CompareError(f"{where}[{k}].softmax_w: expected a list of layer weights")
+        mixes.append(Mix(tuple(_f1(w, f"{where}[{k}].softmax_w") for w in weights),
+                         _f1(mix.get("gamma"), f"{where}[{k}].gamma")))  # fmt: skip
+    return tuple(mixes)
+
+
+def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]], tuple[Mix, ...]]:
+    """(split -> F1, split -> type -> F1, ELMo mixes) from a run's ``metrics.json``."""
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -103,7 +129,7 @@ def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
             t: _f1(v.get("f1") if isinstance(v, dict) else v, f"{path}: {s}.per_type.{t}.f1")
             for t, v in types.items()
         }
-    return f1, per_type
+    return f1, per_type, _mixes(metrics.get("elmo_mix"), path)
 
 
 def _data_fingerprint(run_dir: Path) -> str | None:
@@ -140,7 +166,7 @@ def read_run(run_dir: str | Path) -> Run:
                 f"{run_dir}: no metrics.json, the run has not finished (continue it with --resume)"
             )
         raise CompareError(f"{run_dir}: not a run folder (no metrics.json or config.yaml)")
-    f1, per_type = _scores(metrics)
+    f1, per_type, mixes = _scores(metrics)
     if not config.is_file():
         raise CompareError(f"{run_dir}: no config.yaml, needed to group the run with its config")
     flat: dict[str, Any] = {
@@ -148,7 +174,7 @@ def read_run(run_dir: str | Path) -> Run:
         for k, v in flatten_tree(config_to_dict(load_config(config))).items()
     }
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
-    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type)
+    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type, mixes)
 
 
 def group_runs(runs: Iterable[Run]) -> list[Group]:

@@ -72,6 +72,34 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
     )
 
 
+def mix_table(groups: Sequence[Group]) -> Table | None:
+    """softmax(w) per biLM layer and gamma of each ELMo mix, mean ± std over the runs that recorded it."""
+    rows, layers = [], max((len(m.weights) for g in groups for r in g.runs for m in r.mixes), default=0)
+    for g in groups:
+        count = max((len(r.mixes) for r in g.runs), default=0)
+        for k in range(count):
+            mixes = [r.mixes[k] for r in g.runs if len(r.mixes) > k]
+            cells = [
+                _three(Summary.of([m.weights[j] for m in mixes])) if j < len(mixes[0].weights) else "–"
+                for j in range(layers)
+            ]
+            name = g.name if count == 1 else f"{g.name} (mix {k})"
+            rows.append((name, str(len(mixes)), *cells, _three(Summary.of([m.gamma for m in mixes]))))
+    if not rows:
+        return None
+    return Table(
+        "Learned ELMo mix of the chosen checkpoint: softmax(w) per biLM layer and gamma, mean ± sample std",
+        ("config", "runs", *(f"layer {j}" for j in range(layers)), "gamma"),
+        tuple(rows),
+        (False, True, *(True for _ in range(layers)), True),
+    )
+
+
+def _three(summary: Summary) -> str:
+    """Mix weights need three decimals (they sum to 1)."""
+    return f"{summary.mean:.3f}" if summary.std is None else f"{summary.mean:.3f} ± {summary.std:.3f}"
+
+
 def differences_table(groups: Sequence[Group]) -> Table | None:
     """What tells the groups' configs apart (None for one group or identical configs)."""
     keys = differing_keys([g.runs for g in groups])
@@ -84,7 +112,8 @@ def differences_table(groups: Sequence[Group]) -> Table | None:
 def compare_tables(groups: Sequence[Group]) -> list[Table]:
     """Every table of the comparison, in reading order."""
     tables = [f1_table(groups), per_type_table(groups, "test"), per_type_table(groups, "dev")]
-    return tables + [t for t in (paired_table(groups), differences_table(groups)) if t is not None]
+    extra = (paired_table(groups), mix_table(groups), differences_table(groups))
+    return tables + [t for t in extra if t is not None]
 
 
 def _md_cell(text: str) -> str:

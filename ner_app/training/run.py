@@ -148,6 +148,9 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         )
         if split == "test":
             print(f"\nTest set ({len(data.tokens)} sentences):\n{text}")
+    elmo = module.tagger.elmo
+    if elmo is not None:  # the chosen checkpoint's mixes: a record then holds them without the weights
+        metrics["elmo_mix"] = elmo.learned_mixes()
     write_metrics(run_dir / "metrics.json", metrics)
     return metrics
 
