@@ -143,6 +143,9 @@ class BilmTrainConfig:
     # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful); with
     # shuffle documents or none it restarts at each document: the stream of docs/document_context.md.
     sentence_reset: bool = True
+    # the first N optimiser steps train the softmax alone, the biLM frozen: a softmax that starts afresh on
+    # a trained biLM (model.init_weights) first learns to read it before its gradients reach the biLM
+    frozen_bilm_steps: int = 0
     max_steps: int = 10000  # stop after this many optimiser steps
     max_time_minutes: float | None = None  # wall-clock budget; null = none
     log_every_n_steps: int = 50  # logging interval

@@ -252,3 +252,49 @@ def test_early_stopping_exports_the_best_validation(tmp_path: Path) -> None:
     assert metrics["steps"] == vals[-1][0] + 1 and len([v for v in vals if v[0] > best_step]) == 2
     assert metrics["exported_step"] == best_step + 1  # Lightning logs a validation at step - 1
     assert metrics["heldout"]["heldout.txt"]["mean"] == pytest.approx(best_ppl, rel=1e-6)
+
+
+def test_frozen_bilm_steps_train_the_softmax_alone(tmp_path: Path) -> None:
+    """train.frozen_bilm_steps=3: after 3 steps the biLM is exactly its init weights while the softmax moved;
+    with 1 frozen step of 3 the biLM moves too."""
+    corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
+    tiny = str(REPO / "configs" / "bilm_tiny.yaml")
+    assert main(["pretrain-bilm", "--config", tiny, *tiny_overrides(tmp_path / "a", corpus, [], 4),
+                 "data.heldout=[]"]) == 0  # fmt: skip
+    source = tmp_path / "a" / "run"
+    init = load_bilm(source / "options.json", source / "weights.hdf5").state_dict()
+
+    def run(name: str, frozen: int, lr: float) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+        args = [*tiny_overrides(tmp_path / name, corpus, [], 3), "data.heldout=[]", f"train.lr={lr}",
+                f"model.init_weights={source / 'weights.hdf5'}", f"train.frozen_bilm_steps={frozen}"]  # fmt: skip
+        assert main(["pretrain-bilm", "--config", tiny, *args]) == 0
+        out = tmp_path / name / "run"
+        with h5py.File(out / "softmax.hdf5", "r") as f:
+            softmax = f["softmax/W"][...]
+        return load_bilm(out / "options.json", out / "weights.hdf5").state_dict(), softmax
+
+    frozen, softmax = run("frozen", 3, 0.3)
+    for name, value in frozen.items():
+        assert torch.equal(value, init[name]), name
+    _, untrained_softmax = run("still", 3, 1e-12)  # the same seed: the same fresh softmax, barely trained
+    assert np.abs(softmax - untrained_softmax).max() > 1e-3
+    thawed, _ = run("thawed", 1, 0.3)
+    assert not all(torch.equal(v, init[k]) for k, v in thawed.items())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["train.frozen_bilm_steps=-1"], "config key 'train.frozen_bilm_steps' must be at least 0, found -1"),
+        (["train.frozen_bilm_steps=5", "train.devices=2", "train.strategy=ddp"],
+         "config key 'train.frozen_bilm_steps' needs one process (train.devices x train.num_nodes = 1), found 2"),
+    ],
+)  # fmt: skip
+def test_bad_frozen_bilm_steps_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str], message: str
+) -> None:
+    corpus = write_grammar(tmp_path / "train.txt", 50, seed=0)
+    args = [*tiny_overrides(tmp_path, corpus, [], 1), "data.heldout=[]", *overrides]
+    assert main(["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_tiny.yaml"), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {message}"]

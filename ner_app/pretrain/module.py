@@ -84,6 +84,7 @@ class BilmLanguageModel(pl.LightningModule):
         lr: float = 0.2,
         seed: int = 0,
         sentence_reset: bool = True,
+        frozen_bilm_steps: int = 0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -122,20 +123,26 @@ class BilmLanguageModel(pl.LightningModule):
         if batch["window"] == 0:  # a new epoch packs new streams
             self.states = {"forward": None, "backward": None}
         fwd, bwd = batch["forward"], batch["backward"]
-        # Both windows in one encoder call: words they share are encoded once.
-        chars, mask = torch.cat([fwd["char_ids"], bwd["char_ids"]]), torch.cat([fwd["mask"], bwd["mask"]])
-        embedded = self.embed(chars, mask).split(len(fwd["mask"]))
-        inputs = dict(zip(("forward", "backward"), embedded, strict=True))
+        # While frozen, the biLM runs without a graph: its weights get no gradient (the optimiser skips them,
+        # Adagrad's accumulators included) and the step skips the biLM's backward.
+        frozen = self.global_step < self.hparams.frozen_bilm_steps
+        tops = {}
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
+            # Both windows in one encoder call: words they share are encoded once.
+            chars, mask = torch.cat([fwd["char_ids"], bwd["char_ids"]]), torch.cat([fwd["mask"], bwd["mask"]])
+            embedded = self.embed(chars, mask).split(len(fwd["mask"]))
+            for direction, inputs in zip(("forward", "backward"), embedded, strict=True):
+                # without sentence resets the state still starts from zero at each document (the stream of
+                # document-context ELMo, docs/document_context.md)
+                resets = (
+                    batch[direction]["resets"]
+                    if self.hparams.sentence_reset
+                    else batch[direction].get("document_resets")
+                )
+                tops[direction] = self.direction_top(direction, inputs, resets)
         losses = {}
         for direction in ("forward", "backward"):
-            # without sentence resets the state still starts from zero at each document (the stream of
-            # document-context ELMo, docs/document_context.md)
-            resets = (
-                batch[direction]["resets"]
-                if self.hparams.sentence_reset
-                else batch[direction].get("document_resets")
-            )
-            top = self.output_dropout(self.direction_top(direction, inputs[direction], resets))
+            top = self.output_dropout(tops[direction])
             targets = batch[direction]["targets"]
             valid = targets != IGNORE
             losses[direction] = self.softmax.sampled_loss(top[valid], targets[valid])

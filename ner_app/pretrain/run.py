@@ -98,6 +98,15 @@ def check_config(cfg: BilmPretrainConfig) -> None:
         raise NerAppError(  # those run only the fit in their processes; the export needs every process after it
             f"config key 'train.strategy': '{t.strategy}' is not supported by pretrain-bilm; use ddp (or auto)"
         )
+    if t.frozen_bilm_steps < 0:
+        raise NerAppError(
+            f"config key 'train.frozen_bilm_steps' must be at least 0, found {t.frozen_bilm_steps}"
+        )
+    if t.frozen_bilm_steps and t.devices * t.num_nodes > 1:  # DDP's reducer would wait for the biLM's gradients
+        raise NerAppError(
+            "config key 'train.frozen_bilm_steps' needs one process (train.devices x train.num_nodes = 1), "
+            f"found {t.devices * t.num_nodes}"
+        )
     if t.patience is not None and t.patience < 1:
         raise NerAppError(f"config key 'train.patience' must be at least 1 (or null), found {t.patience}")
     if not cfg.data.heldout_contexts or len(set(cfg.data.heldout_contexts)) < len(cfg.data.heldout_contexts):
@@ -223,7 +232,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     options = bilm_options(cfg)
     module = BilmLanguageModel(
         options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
-        sentence_reset=t.sentence_reset,
+        sentence_reset=t.sentence_reset, frozen_bilm_steps=t.frozen_bilm_steps,
     )  # fmt: skip
     if cfg.model.init_weights and not resume:  # a resumed run's checkpoint holds the weights it reached
         load_weights(module.bilm, cfg.model.init_weights)
