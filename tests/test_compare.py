@@ -279,3 +279,12 @@ def test_runs_without_a_recorded_mix_leave_the_mix_table_out(runs, capsys, tmp_p
         (copies[-1] / "metrics.json").write_text(json.dumps(metrics))
     _, out, _ = compare(capsys, *copies)
     assert "Learned ELMo mix" not in out and "Entity F1" in out
+
+
+def test_per_seed_differences_by_hand(runs, capsys):
+    _, out, _ = compare(capsys, *runs.values())
+    header, *rows = find(tables(out), "Paired by seed, each seed")
+    assert header == ["A", "B", "seed", "dev ΔF1", "test ΔF1"]
+    expected = [["base", "lr02", str(n), *(f"{f1(runs[f'lr02_seed{n}'], s) - f1(runs[f'base_seed{n}'], s):+.2f}"
+                                          for s in ("dev", "test"))] for n in (2, 3)]  # fmt: skip
+    assert rows == expected

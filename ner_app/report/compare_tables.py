@@ -72,6 +72,26 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
     )
 
 
+def per_seed_table(groups: Sequence[Group]) -> Table | None:
+    """Each shared seed's difference (F1 of B − F1 of A), the numbers behind the paired table."""
+    rows = []
+    for a, b in combinations(groups, 2):
+        seeds, dev = paired_differences(a, b, "dev")
+        _, test = paired_differences(a, b, "test")
+        rows += [
+            (a.name, b.name, str(seed), f"{d:+.2f}", f"{t:+.2f}")
+            for seed, d, t in zip(seeds, dev, test, strict=True)
+        ]
+    if not rows:
+        return None
+    return Table(
+        "Paired by seed, each seed: B − A in F1 points",
+        ("A", "B", "seed", "dev ΔF1", "test ΔF1"),
+        tuple(rows),
+        (False, False, True, True, True),
+    )
+
+
 def mix_table(groups: Sequence[Group]) -> Table | None:
     """softmax(w) per biLM layer and gamma of each ELMo mix, mean ± std over the runs that recorded it."""
     rows, layers = [], max((len(m.weights) for g in groups for r in g.runs for m in r.mixes), default=0)
@@ -112,7 +132,7 @@ def differences_table(groups: Sequence[Group]) -> Table | None:
 def compare_tables(groups: Sequence[Group]) -> list[Table]:
     """Every table of the comparison, in reading order."""
     tables = [f1_table(groups), per_type_table(groups, "test"), per_type_table(groups, "dev")]
-    extra = (paired_table(groups), mix_table(groups), differences_table(groups))
+    extra = (paired_table(groups), per_seed_table(groups), mix_table(groups), differences_table(groups))
     return tables + [t for t in extra if t is not None]
 
 
