@@ -93,11 +93,18 @@ def test_table_equals_numbers_by_hand(runs, capsys):
 
 def test_paired_by_seed(runs, capsys):
     _, out, _ = compare(capsys, *runs.values())
-    header, *rows = find(tables(out), "Paired by seed")
-    assert header == ["A", "B", "shared seeds", "dev ΔF1", "test ΔF1"]
+    header, *rows = find(tables(out), "Paired by seed: B")
+    assert header == ["A", "B", "shared seeds", "dev ΔF1", "test ΔF1", "dev 95% CI", "test 95% CI"]
     diffs = {s: [f1(runs[f"lr02_seed{n}"], s) - f1(runs[f"base_seed{n}"], s) for n in (2, 3)]
              for s in ("dev", "test")}  # fmt: skip
-    assert rows == [["base", "lr02", "2, 3", by_hand(diffs["dev"]), by_hand(diffs["test"])]]
+
+    def interval(values: list[float]) -> str:  # two seeds: 1 degree of freedom, t(0.975, 1) = 12.706
+        mean, std = sum(values) / 2, abs(values[0] - values[1]) / math.sqrt(2)
+        half = 12.7062 * std / math.sqrt(2)
+        return f"[{mean - half:+.2f}, {mean + half:+.2f}]"
+
+    assert rows == [["base", "lr02", "2, 3", by_hand(diffs["dev"]), by_hand(diffs["test"]),
+                     interval(diffs["dev"]), interval(diffs["test"])]]  # fmt: skip
 
 
 def test_groups_by_config_not_by_folder_name(runs, capsys, tmp_path):
@@ -288,3 +295,28 @@ def test_per_seed_differences_by_hand(runs, capsys):
     expected = [["base", "lr02", str(n), *(f"{f1(runs[f'lr02_seed{n}'], s) - f1(runs[f'base_seed{n}'], s):+.2f}"
                                           for s in ("dev", "test"))] for n in (2, 3)]  # fmt: skip
     assert rows == expected
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452)]
+)
+def test_t_quantiles_match_the_printed_tables(df, expected):
+    """Two-sided 95% points of Student's t as printed in statistics tables (4 decimals)."""
+    from ner_app.report.student_t import t_quantile
+
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=6e-5)
+
+
+def test_t_quantile_oracle_by_sampling():
+    """A brute-force check: the 95% point of 200,000 draws of a t with 3 degrees of freedom."""
+    from ner_app.report.student_t import t_quantile
+
+    draws = (
+        torch.distributions.StudentT(3.0)
+        .sample(
+            (200_000,),
+        )
+        .abs()
+    )
+    share = (draws <= t_quantile(0.975, 3)).double().mean().item()
+    assert share == pytest.approx(0.95, abs=0.003)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ner_app.config import PATH_KEYS, config_to_dict, load_config, project_root
 from ner_app.errors import NerAppError
+from ner_app.report.student_t import t_quantile
 from ner_app.training.run_dir import IDENTITY_KEY, flatten_tree
 
 SPLITS = ("dev", "test")
@@ -83,6 +84,13 @@ class Summary:
 
     def __str__(self) -> str:
         return f"{self.mean:.2f}" if self.std is None else f"{self.mean:.2f} ± {self.std:.2f}"
+
+    def interval(self, level: float = 0.95) -> str:
+        """The two-sided ``level`` confidence interval of the mean (Student's t, n - 1 degrees of freedom)."""
+        if self.std is None:
+            return "–"
+        half = t_quantile((1 + level) / 2, self.n - 1) * self.std / math.sqrt(self.n)
+        return f"[{self.mean - half:+.2f}, {self.mean + half:+.2f}]"
 
 
 def _f1(value: Any, where: str) -> float:

@@ -60,15 +60,17 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
     for a, b in combinations(groups, 2):
         seeds, _ = paired_differences(a, b, "dev")
         if seeds:
-            cells = [str(Summary.of(paired_differences(a, b, s)[1])) for s in SPLITS]
+            summaries = [Summary.of(paired_differences(a, b, s)[1]) for s in SPLITS]
+            cells = [str(x) for x in summaries] + [x.interval() for x in summaries]
             rows.append((a.name, b.name, ", ".join(map(str, seeds)), *cells))
     if not rows:
         return None
     return Table(
-        "Paired by seed: B − A in F1 points, mean ± sample std of the per-seed differences",
-        ("A", "B", "shared seeds", "dev ΔF1", "test ΔF1"),
+        "Paired by seed: B − A in F1 points, mean ± sample std of the per-seed differences, and the 95% "
+        "confidence interval of their mean (Student's t)",
+        ("A", "B", "shared seeds", "dev ΔF1", "test ΔF1", "dev 95% CI", "test 95% CI"),
         tuple(rows),
-        (False, False, False, True, True),
+        (False, False, False, True, True, True, True),
     )
 
 
