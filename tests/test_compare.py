@@ -315,3 +315,17 @@ def test_t_quantile_oracle_by_sampling():
     draws = torch.distributions.StudentT(3.0).sample((200_000,)).abs()
     share = (draws <= t_quantile(0.975, 3)).double().mean().item()
     assert share == pytest.approx(0.95, abs=0.003)
+
+
+def test_record_folders_named_by_seed_take_their_parents_name(runs, capsys, tmp_path):
+    """results/<arm>/seedN, as the long runs' records are kept: groups are named after <arm>."""
+    records = []
+    for name in ("base_seed1", "base_seed2", "lr02_seed2"):
+        arm, seed = name.split("_")
+        records.append(tmp_path / f"arm_{arm}" / seed)
+        shutil.copytree(runs[name], records[-1])
+    _, out, _ = compare(capsys, *records)
+    assert [r[:3] for r in find(tables(out), "Entity F1")[1:]] == [
+        ["arm_base", "2", "1, 2"],
+        ["arm_lr02", "1", "2"],
+    ]

@@ -239,9 +239,12 @@ def value_of(run: Run, key: str) -> str:
 
 
 def _stem(path: Path) -> str:
-    """A folder name without its seed: "elmo_seed3" -> "elmo"."""
-    name = re.sub(r"\d+$", "", path.resolve().name)
-    return re.sub(r"[-_. ]+(seed|s)$", "", name).strip("-_. ")
+    """A folder name without its seed: "elmo_seed3" -> "elmo"; a folder named by its seed alone
+    ("results/elmo/seed3") takes its parent's name."""
+    path = path.resolve()
+    name = re.sub(r"\d+$", "", path.name)
+    stem = re.sub(r"(^|[-_. ]+)(seed|s)$", "", name).strip("-_. ")
+    return stem or path.parent.name
 
 
 def _names(groups: Sequence[Sequence[Run]]) -> list[str]:
