@@ -84,3 +84,25 @@ def test_pretrain_resume_is_exact(tmp_path: Path, stop: int) -> None:
         results.append((final_state(run), json.loads((run / "metrics.json").read_text())["heldout"]))
     assert_same_weights(results[0][0], results[1][0])
     assert results[0][1] == results[1][1]
+
+
+def test_only_rank_zero_trims_the_csv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under DDP every process builds the logger; only rank 0 may rewrite metrics.csv on --resume (two
+    processes replacing it through one temp file raced: "No such file or directory: metrics.csv.tmp")."""
+    from lightning_fabric.utilities.rank_zero import rank_zero_only
+    from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+
+    from ner_app.training.run_dir import ResumableCSVLogger
+
+    log = tmp_path / "logs" / "metrics.csv"
+    log.parent.mkdir()
+    log.write_text("epoch,step,loss\n0,1,0.5\n0,5,0.4\n")
+    monkeypatch.setattr(rank_zero_only, "rank", 1, raising=False)
+    ResumableCSVLogger(tmp_path, "logs", keep_below=3).experiment.log_metrics({"loss": 0.3}, 3)
+    assert log.read_text() == "epoch,step,loss\n0,1,0.5\n0,5,0.4\n"  # untouched by rank 1
+    monkeypatch.setattr(rank_zero_only, "rank", 0)
+    assert isinstance(ResumableCSVLogger(tmp_path, "logs", keep_below=3).experiment, ExperimentWriter)
+    assert log.read_text().splitlines() == [
+        "epoch,step,loss",
+        "0,1,0.5",
+    ]  # rank 0 keeps the rows before step 3

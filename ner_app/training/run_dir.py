@@ -19,6 +19,7 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from ner_app.errors import NerAppError
 
@@ -190,6 +191,7 @@ class ResumableCSVLogger(CSVLogger):
         self._keep_below = keep_below
 
     @property
+    @rank_zero_experiment  # as CSVLogger's: under DDP only rank 0 trims and writes metrics.csv (two would race)
     def experiment(self) -> ExperimentWriter:
         if self._experiment is None:
             os.makedirs(self.root_dir, exist_ok=True)
