@@ -103,7 +103,8 @@ def test_paired_by_seed(runs, capsys):
         half = 12.7062 * std / math.sqrt(2)
         return f"[{mean - half:+.2f}, {mean + half:+.2f}]"
 
-    assert rows == [["base", "lr02", "2, 3", by_hand(diffs["dev"]), by_hand(diffs["test"]),
+    signed = {s: ("+" if sum(v) >= 0 else "") + by_hand(v) for s, v in diffs.items()}
+    assert rows == [["base", "lr02", "2, 3", signed["dev"], signed["test"],
                      interval(diffs["dev"]), interval(diffs["test"])]]  # fmt: skip
 
 

@@ -85,6 +85,10 @@ class Summary:
     def __str__(self) -> str:
         return f"{self.mean:.2f}" if self.std is None else f"{self.mean:.2f} ± {self.std:.2f}"
 
+    def signed(self) -> str:
+        """As ``str``, with the sign of the mean always shown (for differences)."""
+        return f"{self.mean:+.2f}" if self.std is None else f"{self.mean:+.2f} ± {self.std:.2f}"
+
     def interval(self, level: float = 0.95) -> str:
         """The two-sided ``level`` confidence interval of the mean (Student's t, n - 1 degrees of freedom)."""
         if self.std is None:

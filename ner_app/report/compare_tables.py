@@ -61,7 +61,7 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
         seeds, _ = paired_differences(a, b, "dev")
         if seeds:
             summaries = [Summary.of(paired_differences(a, b, s)[1]) for s in SPLITS]
-            cells = [str(x) for x in summaries] + [x.interval() for x in summaries]
+            cells = [x.signed() for x in summaries] + [x.interval() for x in summaries]
             rows.append((a.name, b.name, ", ".join(map(str, seeds)), *cells))
     if not rows:
         return None
