@@ -59,9 +59,15 @@ class ScalarMix(nn.Module):
 
     def learned(self) -> dict[str, list[float] | float]:
         """What the mix learned, as plain numbers: softmax(w) per layer (summing to 1) and gamma."""
-        weights = torch.softmax(self.scalar_parameters.detach().float(), dim=0)
-        return {"softmax_w": [float(w) for w in weights], "gamma": float(self.gamma.detach().float()[0])}
+        weights, gamma = mix_values(self.scalar_parameters, self.gamma)
+        return {"softmax_w": weights, "gamma": gamma}
 
     def l2_penalty(self) -> torch.Tensor:
         """||w||^2 over the pre-softmax layer weights."""
         return (self.scalar_parameters**2).sum()
+
+
+def mix_values(scalar_parameters: torch.Tensor, gamma: torch.Tensor) -> tuple[list[float], float]:
+    """softmax(w) per layer and gamma as plain numbers, from a mix's parameters (or a state dict's tensors)."""
+    weights = torch.softmax(scalar_parameters.detach().float(), dim=0)
+    return [float(w) for w in weights], float(gamma.detach().float().reshape(-1)[0])

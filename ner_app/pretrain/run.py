@@ -102,9 +102,8 @@ def check_config(cfg: BilmPretrainConfig) -> None:
         raise NerAppError(
             f"config key 'train.frozen_bilm_steps' must be at least 0, found {t.frozen_bilm_steps}"
         )
-    if (
-        t.frozen_bilm_steps and t.devices * t.num_nodes > 1
-    ):  # DDP's reducer would wait for the biLM's gradients
+    if t.frozen_bilm_steps and t.devices * t.num_nodes > 1:
+        # DDP's reducer would wait for the frozen biLM's gradients
         raise NerAppError(
             "config key 'train.frozen_bilm_steps' needs one process (train.devices x train.num_nodes = 1), "
             f"found {t.devices * t.num_nodes}"

@@ -119,7 +119,7 @@ def read_predictions(run_dir: Path, split: str) -> list[Sentence]:
 
 def read_elmo_mixes(run_dir: Path) -> tuple[list[tuple[list[float], float]], str]:
     """[(softmax(w), gamma)] of each ELMo mix of the best weights ([] without ELMo), and the file read."""
-    import torch
+    from ner_app.bilm.scalar_mix import mix_values  # torch: imported only when a report reads weights
 
     export, best = run_dir / "export" / "model.safetensors", run_dir / "checkpoints" / "best.ckpt"
     if export.is_file():
@@ -146,8 +146,7 @@ def read_elmo_mixes(run_dir: Path) -> tuple[list[tuple[list[float], float]], str
     for k in sorted(found):
         if set(found[k]) != {"scalar_parameters", "gamma"}:
             raise NerAppError(f"{source}: ELMo mix {k} lacks its weights or gamma")
-        weights = torch.softmax(found[k]["scalar_parameters"].float(), dim=0)
-        mixes.append(([float(w) for w in weights], float(found[k]["gamma"].float().reshape(-1)[0])))
+        mixes.append(mix_values(found[k]["scalar_parameters"], found[k]["gamma"]))
     return mixes, str(source)
 
 
