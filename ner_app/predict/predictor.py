@@ -19,6 +19,7 @@ from ner_app.predict.tokenizer import sentences as split_sentences
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
+from ner_app.training.log_progress import silence_known_warnings
 from ner_app.training.module import TaggerModule
 
 MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
@@ -57,7 +58,7 @@ class Predictor:
             for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
                 logging.getLogger(name).setLevel(logging.WARNING)
             warnings.filterwarnings("ignore", message="You are using a custom batch sampler")
-            warnings.filterwarnings("ignore", message=".*treespec, LeafSpec")  # Lightning 2.6 on torch 2.13
+            silence_known_warnings()
             accelerator = "gpu" if self.device.type == "cuda" else "cpu"
             self._predict_trainer = pl.Trainer(
                 accelerator=accelerator, devices=1, logger=False, enable_progress_bar=False,

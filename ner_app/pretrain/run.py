@@ -33,7 +33,7 @@ from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
-from ner_app.training.log_progress import lightning_progress
+from ner_app.training.log_progress import lightning_progress, silence_known_warnings
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
@@ -191,6 +191,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
         best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_ppl", mode="min", save_top_k=1,
                                enable_version_counter=False)  # fmt: skip
         stopping = [best, EarlyStopping(monitor="val_ppl", mode="min", patience=t.patience)]
+    silence_known_warnings()
     trainer = pl.Trainer(
         accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
         precision=precision, max_steps=t.max_steps, max_epochs=-1,
@@ -249,7 +250,8 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     # The run's true end, so that --resume with a larger max_steps continues from here. Every process builds
     # the checkpoint (its streams' states are gathered); rank 0 writes it.
     tmp = last.with_name("last.ckpt.tmp")
-    trainer.save_checkpoint(tmp)
+    # The full state that --resume needs; said explicitly, so Lightning does not log its default.
+    trainer.save_checkpoint(tmp, weights_only=False)
     if writer:
         os.replace(tmp, last)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from typing import Any, TextIO
 
 import pytorch_lightning as pl
@@ -69,3 +70,18 @@ def lightning_progress(enabled: bool) -> list[Callback]:
     """The callbacks to add to a Trainer built with ``enable_progress_bar=enabled``: Lightning's own tqdm bar
     on a terminal (nothing to add), ``EpochLines`` when stderr is a log file or a pipe."""
     return [EpochLines()] if enabled and not stderr_is_terminal() else []
+
+
+# Lightning warnings that are known and intended here, with the reason each one is:
+KNOWN_WARNINGS = (
+    # The frozen biLM of ELMo stays in eval mode (no dropout) while the tagger trains: ``Elmo.train``.
+    r"Found \d+ module\(s\) in eval mode at the start of training",
+    # Lightning 2.6's pytree helper on torch 2.13: a deprecation inside Lightning, not in this code.
+    r".*treespec, LeafSpec",
+)
+
+
+def silence_known_warnings() -> None:
+    """Keep the run's log to what a user can act on: ignore the ``KNOWN_WARNINGS`` (and nothing else)."""
+    for message in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)

@@ -36,7 +36,7 @@ from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.training.callbacks import LayerCacheFill, TrainThroughput
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
-from ner_app.training.log_progress import lightning_progress
+from ner_app.training.log_progress import lightning_progress, silence_known_warnings
 from ner_app.training.module import TaggerModule
 from ner_app.training.reports import text_report, write_metrics, write_predictions
 from ner_app.training.run_dir import (
@@ -116,6 +116,7 @@ def build_trainer(
 ) -> pl.Trainer:
     t = cfg.trainer
     accelerator, precision = choose_precision(t.accelerator, t.precision)
+    silence_known_warnings()
     return pl.Trainer(
         accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
         precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
