@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
@@ -81,7 +82,20 @@ KNOWN_WARNINGS = (
 )
 
 
+class NoProductTips(logging.Filter):
+    """Drops Lightning's product tips ("💡 Tip: ... install litlogger"): an advert, not about this run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip")
+
+
 def silence_known_warnings() -> None:
-    """Keep the run's log to what a user can act on: ignore the ``KNOWN_WARNINGS`` (and nothing else)."""
+    """Keep the run's log to what a user can act on: ignore the ``KNOWN_WARNINGS`` and Lightning's tips
+    (and nothing else)."""
     for message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
+    # Lightning's rank-zero info lines come from one of these loggers (whichever package set it last).
+    for name in ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, NoProductTips) for f in logger.filters):
+            logger.addFilter(NoProductTips())
