@@ -55,6 +55,46 @@ def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cach
         assert scores[0][split] == scores[1][split]
 
 
+def best_of(run: Path) -> tuple[dict[str, torch.Tensor], float]:
+    """best.ckpt's weights and the best score that last.ckpt's checkpoint callback carries."""
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    (state,) = [v for k, v in last["callbacks"].items() if k.startswith("MovableCheckpoint")]
+    best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
+    return best["state_dict"], float(state["best_model_score"])
+
+
+def test_moved_run_folder_resumes_with_its_best(tmp_path: Path, tiny_bilm_files) -> None:
+    """A run folder moved (or copied) before --resume keeps its best score and best.ckpt: plain Lightning
+    forgets the score when ``dirpath`` changed, so the first epoch after the resume overwrote the best."""
+    whole, parts, moved = tmp_path / "whole", tmp_path / "parts", tmp_path / "elsewhere" / "moved"
+    assert train.main(train_args(whole, None, tiny_bilm_files, "trainer.max_epochs=9")) == 0
+    assert train.main(train_args(parts, None, tiny_bilm_files, "trainer.max_epochs=6")) == 0
+    moved.parent.mkdir()
+    parts.rename(moved)
+    assert train.main([*train_args(moved, None, tiny_bilm_files, "trainer.max_epochs=9"), "--resume"]) == 0
+    (weights, score), (moved_weights, moved_score) = best_of(whole), best_of(moved)
+    assert moved_score == score
+    assert_same_weights(weights, moved_weights)
+    dev = [json.loads((run / "metrics.json").read_text())["dev"] for run in (whole, moved)]
+    for d in dev:
+        d.pop("sentences_per_s")
+    assert dev[0] == dev[1] and dev[0]["f1"] == pytest.approx(score)  # dev is reported from the best weights
+
+
+def test_relocated_state_keeps_paths_outside_the_folder() -> None:
+    from ner_app.training.moved_checkpoint import relocate_state
+
+    state = {"dirpath": "/a/run/checkpoints", "best_model_path": "/a/run/checkpoints/best.ckpt",
+             "last_model_path": "/elsewhere/last.ckpt", "best_model_score": 0.5,
+             "best_k_models": {"/a/run/checkpoints/best.ckpt": 0.5}, "kth_best_model_path": "/a/run/checkpointsX"}  # fmt: skip
+    moved = relocate_state(state, "/a/run/checkpoints", "/b/run2/checkpoints")
+    assert moved == {"dirpath": "/b/run2/checkpoints", "best_model_path": "/b/run2/checkpoints/best.ckpt",
+                     "last_model_path": "/elsewhere/last.ckpt", "best_model_score": 0.5,
+                     "best_k_models": {"/b/run2/checkpoints/best.ckpt": 0.5},
+                     "kth_best_model_path": "/a/run/checkpointsX"}  # fmt: skip
+    assert state["dirpath"] == "/a/run/checkpoints"  # the input is left as it was
+
+
 def test_length_bucket_order_follows_set_epoch_after_iter() -> None:
     """Lightning creates the train iterator before ``set_epoch`` on resume: the shuffle must follow the epoch."""
     from ner_app.data.datamodule import LengthBucketSampler

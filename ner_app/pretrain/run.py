@@ -15,7 +15,7 @@ from typing import Any
 import h5py
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, EarlyStopping
 
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import atomic_path, load_weights, save_bilm
@@ -34,6 +34,7 @@ from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
 from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
 from ner_app.training.log_progress import lightning_progress, silence_known_warnings
+from ner_app.training.moved_checkpoint import MovableCheckpoint
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
@@ -179,7 +180,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     t = cfg.train
     accelerator, precision = choose_precision(t.accelerator, t.precision)
     position = StreamPosition()
-    checkpoint = ModelCheckpoint(  # Lightning writes checkpoints atomically (temp file + rename)
+    checkpoint = MovableCheckpoint(  # Lightning writes checkpoints atomically (temp file + rename)
         dirpath=last.parent,
         save_top_k=0,
         save_last=True,
@@ -188,7 +189,7 @@ def _run_pretraining(cfg: BilmPretrainConfig, run_dir: Path, resume: bool) -> di
     )
     stopping = []
     if t.patience is not None:  # early stopping on held-out perplexity; the best weights are exported
-        best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_ppl", mode="min", save_top_k=1,
+        best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_ppl", mode="min", save_top_k=1,
                                enable_version_counter=False)  # fmt: skip
         stopping = [best, EarlyStopping(monitor="val_ppl", mode="min", patience=t.patience)]
     silence_known_warnings()

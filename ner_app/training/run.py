@@ -16,7 +16,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.utilities.rank_zero import rank_zero_only
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, EarlyStopping
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.layer_cache import bilm_fingerprint
@@ -38,6 +38,7 @@ from ner_app.training.devices import choose_precision
 from ner_app.training.finite import FiniteGuard
 from ner_app.training.log_progress import lightning_progress, silence_known_warnings
 from ner_app.training.module import TaggerModule
+from ner_app.training.moved_checkpoint import MovableCheckpoint
 from ner_app.training.reports import text_report, write_metrics, write_predictions
 from ner_app.training.run_dir import (
     ResumableCSVLogger,
@@ -204,7 +205,9 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
 
-    best = ModelCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max", save_last=True)
+    best = MovableCheckpoint(
+        dirpath=last.parent, filename="best", monitor="val_f1", mode="max", save_last=True
+    )
     callbacks: list[Callback] = [best, EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
                                  TrainThroughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
