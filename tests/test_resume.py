@@ -58,7 +58,7 @@ def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cach
 def best_of(run: Path) -> tuple[dict[str, torch.Tensor], float]:
     """best.ckpt's weights and the best score that last.ckpt's checkpoint callback carries."""
     last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    (state,) = [v for k, v in last["callbacks"].items() if k.startswith("MovableCheckpoint")]
+    (state,) = [v for k, v in last["callbacks"].items() if k.startswith("ModelCheckpoint{")]
     best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
     return best["state_dict"], float(state["best_model_score"])
 
@@ -146,3 +146,13 @@ def test_only_rank_zero_trims_the_csv_log(tmp_path: Path, monkeypatch: pytest.Mo
         "epoch,step,loss",
         "0,1,0.5",
     ]  # rank 0 keeps the rows before step 3
+
+
+def test_movable_checkpoint_files_its_state_as_model_checkpoint() -> None:
+    """Checkpoints written by Lightning's own ModelCheckpoint (before this class) keep their best score."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from ner_app.training.moved_checkpoint import MovableCheckpoint
+
+    kwargs = {"dirpath": "/tmp/run/checkpoints", "filename": "best", "monitor": "val_f1", "mode": "max"}
+    assert MovableCheckpoint(**kwargs).state_key == ModelCheckpoint(**kwargs).state_key

@@ -20,6 +20,11 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 class MovableCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose state follows the run folder to its new path on ``--resume``."""
 
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        # Lightning files a callback's state under its class name: keep ModelCheckpoint's, so checkpoints
+        # written before this class existed resume with their best score, and the other way round.
+        return f"ModelCheckpoint{kwargs!r}"
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         old, new = state_dict.get("dirpath"), self.dirpath
         if old and new and old != new:
