@@ -62,6 +62,14 @@ def test_training_log_has_one_line_per_epoch(tmp_path: Path) -> None:
     assert 1 <= len(fill) <= 10
     # Lightning's warnings that are intended here (the frozen biLM in eval mode) stay out of the log
     assert "in eval mode" not in text and "LeafSpec" not in text and "litlogger" not in text, text
+    # ... and so does the "Checkpoint directory ... exists and is not empty" of every --resume
+    _, err = run_cli(
+        tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
+        f"elmo.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=4", "trainer.enable_progress_bar=true",
+        "trainer.threads=1", "--resume",
+    )  # fmt: skip
+    assert re.findall(r"^epoch (\d+)/4 ", err.decode(), re.M) == ["4"]
+    assert "is not empty" not in err.decode(), err.decode()
 
 
 def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> None:

@@ -55,10 +55,27 @@ def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cach
         assert scores[0][split] == scores[1][split]
 
 
+def test_last_checkpoint_is_written_after_every_epoch(tmp_path: Path) -> None:
+    """last.ckpt is the last epoch's state, not the last improvement's: Lightning 2.6 writes its ``save_last``
+    copy only when the monitored score improved, so a killed run redid the epochs since (here dev F1 stays 0
+    for the first 3 epochs of configs/tiny.yaml, and last.ckpt held epoch 1)."""
+    run = tmp_path / "run"
+    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"elmo.cache_dir={tmp_path / 'c'}",
+            "trainer.max_epochs=3", "trainer.threads=1"]  # fmt: skip
+    assert train.main(args) == 0
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (2, 9)  # 3 epochs of 3 batches
+    assert (best["epoch"], best["global_step"]) == (0, 3)  # dev F1 0, 0, 0: the first stays the best
+    assert json.loads((run / "metrics.json").read_text())["dev"]["f1"] == 0.0
+
+
 def best_of(run: Path) -> tuple[dict[str, torch.Tensor], float]:
     """best.ckpt's weights and the best score that last.ckpt's checkpoint callback carries."""
     last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    (state,) = [v for k, v in last["callbacks"].items() if k.startswith("ModelCheckpoint{")]
+    (state,) = [
+        v for k, v in last["callbacks"].items() if k.startswith("ModelCheckpoint{'monitor': 'val_f1'")
+    ]
     best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
     return best["state_dict"], float(state["best_model_score"])
 

@@ -79,6 +79,9 @@ KNOWN_WARNINGS = (
     r"Found \d+ module\(s\) in eval mode at the start of training",
     # Lightning 2.6's pytree helper on torch 2.13: a deprecation inside Lightning, not in this code.
     r".*treespec, LeafSpec",
+    # Every --resume: the folder holds the run's own checkpoints. A fresh run refuses a non-empty output_dir
+    # before Lightning sees it (``claimed_run_folder``), so the warning never has anything else to say here.
+    r"Checkpoint directory .* exists and is not empty",
 )
 
 

@@ -205,10 +205,13 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
 
-    best = MovableCheckpoint(
-        dirpath=last.parent, filename="best", monitor="val_f1", mode="max", save_last=True
-    )
-    callbacks: list[Callback] = [best, EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
+    # Two callbacks, the best one first (``ckpt_path="best"`` asks the first): Lightning 2.6 writes a
+    # ``save_last`` copy only in an epoch whose score improved, so a killed run would redo up to ``patience``
+    # epochs. The second writes last.ckpt after every epoch's validation, with the best callback's state.
+    best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max")
+    every_epoch = MovableCheckpoint(dirpath=last.parent, filename=last.stem, enable_version_counter=False)
+    callbacks: list[Callback] = [best, every_epoch,
+                                 EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
                                  TrainThroughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
