@@ -135,9 +135,9 @@ def domain_overrides(tmp_path: Path, corpus: Path, init: Path, steps: int) -> li
 
 
 def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(tmp_path: Path) -> None:
-    """bilm_domain.yaml as shipped (the shipped biLM's weights, document streams, both held-out contexts)."""
+    """bilm_domain.yaml as shipped (the news biLM's weights, document streams, both held-out contexts)."""
     corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
-    init = REPO / "data" / "bilm" / "weights.hdf5"
+    init = REPO / "data" / "bilm_news" / "weights.hdf5"
     overrides = domain_overrides(tmp_path, corpus, init, steps=2)
     assert main(["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_domain.yaml"), *overrides]) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
