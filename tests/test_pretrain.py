@@ -362,6 +362,22 @@ def test_cli_end_to_end_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(checkpoint["carried_states"]["backward"]) == 2  # (h, c) of each of the 2 layers, carried
 
 
+def test_resume_may_add_early_stopping(tmp_path: Path) -> None:
+    """A run started without patience can be continued with it: the stopping rule is not what is trained."""
+    corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 5, seed=1)
+    overrides = [*tiny_overrides(tmp_path, corpus, [heldout], steps=4), "train.val_every_n_steps=2"]
+    args = ["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_tiny.yaml"), "--threads", "1"]
+    assert main([*args, *overrides, "train.patience=null"]) == 0
+    run = tmp_path / "run"
+    assert not (run / "checkpoints" / "best.ckpt").exists()
+    assert main([*args, "--resume", *overrides, "train.max_steps=10", "train.patience=2"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    assert 4 < best["global_step"] <= metrics["steps"] <= 10  # best tracked from the resume on
+    assert metrics["exported_step"] == best["global_step"]
+
+
 def test_news_config_runs_at_tiny_scale(tmp_path: Path) -> None:
     """``bilm_news.yaml`` as shipped (its architecture, optimiser, sentence resets), a few steps of tiny data."""
     corpus = write_grammar(tmp_path / "train.txt", 60, seed=0)

@@ -32,7 +32,7 @@ RESUMABLE_KEYS = {
     "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
     "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
     "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
-    "train.log_every_n_steps", "train.val_every_n_steps",
+    "train.log_every_n_steps", "train.val_every_n_steps", "train.patience",
 }  # fmt: skip
 
 
