@@ -215,6 +215,8 @@ def write(path: Path, text: str) -> Path:
         (lambda t, r: write(t / "g" / "metrics.json",
                             '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": [{"softmax_w": [1], "gamma": null}]}'),
          "metrics.json: elmo_mix[0].gamma: expected a number, found None"),
+        (lambda t, r: write(t / "h" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "bilm_fingerprint": "ab"}'),
+         "metrics.json: bilm_fingerprint: expected 64 hex digits (a sha256), found 'ab'"),
         (lambda t, r: shutil.copytree(r["base_seed1"], t / "again"), "two runs of one config with seed 1"),
     ],
 )  # fmt: skip
@@ -287,6 +289,56 @@ def test_runs_without_a_recorded_mix_leave_the_mix_table_out(runs, capsys, tmp_p
         (copies[-1] / "metrics.json").write_text(json.dumps(metrics))
     _, out, _ = compare(capsys, *copies)
     assert "Learned ELMo mix" not in out and "Entity F1" in out
+
+
+def test_metrics_name_the_bilm_by_its_weights(runs):
+    """metrics.json "bilm_fingerprint" is the fingerprint of the biLM files the run read."""
+    from ner_app.bilm.layer_cache import bilm_fingerprint
+    from ner_app.bilm.weights import load_bilm
+
+    tiny = ROOT / "tests/data/tiny_bilm"
+    expected = bilm_fingerprint(load_bilm(tiny / "options.json", tiny / "weights.hdf5"))
+    for folder in runs.values():
+        assert json.loads((folder / "metrics.json").read_text())["bilm_fingerprint"] == expected
+
+
+def with_bilm(run: Path, copy: Path, bilm: Path, fingerprint: str | None = "keep") -> Path:
+    """A copy of ``run`` whose config reads the biLM from ``bilm``; its metrics' fingerprint kept, set or removed."""
+    shutil.copytree(run, copy)
+    config = copy / "config.yaml"
+    text = re.sub(r"(?m)^  options: .*$", f"  options: {bilm / 'options.json'}", config.read_text())
+    config.write_text(re.sub(r"(?m)^  weights: .*$", f"  weights: {bilm / 'weights.hdf5'}", text))
+    metrics = json.loads((copy / "metrics.json").read_text())
+    if fingerprint is None:
+        del metrics["bilm_fingerprint"]
+    elif fingerprint != "keep":
+        metrics["bilm_fingerprint"] = fingerprint
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    return copy
+
+
+def test_a_moved_bilm_stays_one_group_a_replaced_one_does_not(runs, capsys, tmp_path):
+    """Grouped by the biLM's weights: the same files under another path are one recipe; other weights under the
+    same path are another. Without a fingerprint (records from before it), the paths decide."""
+    moved = tmp_path / "moved_bilm"
+    shutil.copytree(ROOT / "tests/data/tiny_bilm", moved)
+    seed2 = with_bilm(runs["base_seed2"], tmp_path / "a" / "base_seed2", moved)
+    seed3 = with_bilm(runs["base_seed3"], tmp_path / "a" / "base_seed3", moved)
+    _, out, _ = compare(capsys, runs["base_seed1"], seed2, seed3)
+    assert [r[:3] for r in find(tables(out), "Entity F1")[1:]] == [["base", "3", "1, 2, 3"]]
+
+    other = with_bilm(
+        runs["base_seed1"], tmp_path / "b" / "other_seed1", ROOT / "tests/data/tiny_bilm", "e" * 64
+    )
+    _, out, _ = compare(capsys, runs["base_seed1"], runs["base_seed2"], other)
+    t = tables(out)
+    assert [r[:3] for r in find(t, "Entity F1")[1:]] == [["base", "2", "1, 2"], ["other", "1", "1"]]
+    assert find(t, "What differs")[0] == ["config", "elmo.bilm"]
+    assert find(t, "What differs")[2] == ["other", "e" * 12]
+
+    old2 = with_bilm(runs["base_seed2"], tmp_path / "c" / "old_seed2", moved, None)
+    _, out, _ = compare(capsys, runs["base_seed1"], old2)
+    assert [r[:3] for r in find(tables(out), "Entity F1")[1:]] == [["base", "1", "1"], ["old", "1", "2"]]
 
 
 def test_per_seed_differences_by_hand(runs, capsys):

@@ -62,6 +62,7 @@ def test_training_log_has_one_line_per_epoch(tmp_path: Path) -> None:
     assert 1 <= len(fill) <= 10
     # Lightning's warnings that are intended here (the frozen biLM in eval mode) stay out of the log
     assert "in eval mode" not in text and "LeafSpec" not in text and "litlogger" not in text, text
+    assert "multiple `ModelCheckpoint`" not in text, text  # the best checkpoint is named, not asked for
     # ... and so does the "Checkpoint directory ... exists and is not empty" of every --resume
     _, err = run_cli(
         tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",

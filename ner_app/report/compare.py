@@ -4,6 +4,7 @@ A run folder is read from what ``train.py`` leaves in it: ``metrics.json`` (the 
 config, seed included) and the run identity stamped in its checkpoint (the data's fingerprint). Runs are
 grouped by their config without the seed, the output folder and the keys that only say how a run was
 carried out (threads, logging, caches), and by their data: a group is one recipe, its runs are its seeds.
+A run whose metrics.json names its biLM by fingerprint is grouped by those weights, not by their file paths.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ OPERATIONAL_KEYS = {
     "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
     "elmo.cache_dir", "data.num_workers",
 }  # fmt: skip
+BILM_KEY = "elmo.bilm"  # the biLM's weights fingerprint, in place of its file paths (metrics.json)
+BILM_PATHS = ("elmo.options", "elmo.weights")
 
 
 class CompareError(NerAppError):
@@ -120,8 +123,20 @@ def _mixes(value: Any, path: Path) -> tuple[Mix, ...]:
     return tuple(mixes)
 
 
-def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]], tuple[Mix, ...]]:
-    """(split -> F1, split -> type -> F1, ELMo mixes) from a run's ``metrics.json``."""
+def _fingerprint(value: Any, path: Path) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise CompareError(
+            f"{path}: bilm_fingerprint: expected 64 hex digits (a sha256), found {value!r:.40}"
+        )
+    return value
+
+
+def _scores(
+    path: Path,
+) -> tuple[dict[str, float], dict[str, dict[str, float]], tuple[Mix, ...], str | None]:
+    """(split -> F1, split -> type -> F1, ELMo mixes, biLM fingerprint) from a run's ``metrics.json``."""
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -141,7 +156,12 @@ def _scores(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]], 
             t: _f1(v.get("f1") if isinstance(v, dict) else v, f"{path}: {s}.per_type.{t}.f1")
             for t, v in types.items()
         }
-    return f1, per_type, _mixes(metrics.get("elmo_mix"), path)
+    return (
+        f1,
+        per_type,
+        _mixes(metrics.get("elmo_mix"), path),
+        _fingerprint(metrics.get("bilm_fingerprint"), path),
+    )
 
 
 def _data_fingerprint(run_dir: Path) -> str | None:
@@ -178,13 +198,15 @@ def read_run(run_dir: str | Path) -> Run:
                 f"{run_dir}: no metrics.json, the run has not finished (continue it with --resume)"
             )
         raise CompareError(f"{run_dir}: not a run folder (no metrics.json or config.yaml)")
-    f1, per_type, mixes = _scores(metrics)
+    f1, per_type, mixes, bilm = _scores(metrics)
     if not config.is_file():
         raise CompareError(f"{run_dir}: no config.yaml, needed to group the run with its config")
     flat: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v
         for k, v in flatten_tree(config_to_dict(load_config(config))).items()
     }
+    if bilm is not None:  # the weights name the biLM: a moved file stays one recipe, a replaced one does not
+        flat = {k: v for k, v in flat.items() if k not in BILM_PATHS} | {BILM_KEY: bilm}
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
     return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type, mixes)
 
@@ -228,6 +250,8 @@ def value_of(run: Run, key: str) -> str:
     if key == "data":
         return (run.data or "?")[:8]
     value = dict(run.recipe).get(key)
+    if key == BILM_KEY and value is not None:
+        return str(value)[:12]
     if value is None or isinstance(value, bool):
         text = {None: "null", True: "true", False: "false"}[value]
     elif isinstance(value, tuple):

@@ -153,6 +153,8 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
     elmo = module.tagger.elmo
     if elmo is not None:  # the chosen checkpoint's mixes: a record then holds them without the weights
         metrics["elmo_mix"] = elmo.learned_mixes()
+    if spec.elmo is not None:  # the biLM by its weights: compare groups by this, whatever the files' paths
+        metrics["bilm_fingerprint"] = spec.elmo.fingerprint
     write_metrics(run_dir / "metrics.json", metrics)
     return metrics
 
@@ -205,7 +207,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
 
-    # Two callbacks, the best one first (``ckpt_path="best"`` asks the first): Lightning 2.6 writes a
+    # Two callbacks (the best file is then named, not asked for as "best"): Lightning 2.6 writes a
     # ``save_last`` copy only in an epoch whose score improved, so a killed run would redo up to ``patience``
     # epochs. The second writes last.ckpt after every epoch's validation, with the best callback's state.
     best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max")
@@ -217,7 +219,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
     trainer = build_trainer(cfg, run_dir, callbacks, keep_below)
     trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
-    chosen = "best" if best.best_model_path else None  # None: no complete dev pass; keep the last weights
+    chosen = best.best_model_path or None  # None: no complete dev pass; keep the last weights
     trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
     trainer.test(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
     metrics: dict[str, Any] = {}
