@@ -56,6 +56,9 @@ class Run:
     f1: dict[str, float]  # split -> entity F1
     per_type: dict[str, dict[str, float]]  # split -> entity type -> F1
     mixes: tuple[Mix, ...] = ()  # metrics.json "elmo_mix": the chosen checkpoint's ELMo mixes (none without)
+    shown: tuple[
+        tuple[str, Any], ...
+    ] = ()  # the biLM's paths, shown but not grouped on when elmo.bilm is known
 
 
 @dataclass(frozen=True)
@@ -205,10 +208,12 @@ def read_run(run_dir: str | Path) -> Run:
         k: tuple(v) if isinstance(v, list) else v
         for k, v in flatten_tree(config_to_dict(load_config(config))).items()
     }
+    shown: tuple[tuple[str, Any], ...] = ()
     if bilm is not None:  # the weights name the biLM: a moved file stays one recipe, a replaced one does not
-        flat = {k: v for k, v in flat.items() if k not in BILM_PATHS} | {BILM_KEY: bilm}
+        shown = tuple((k, flat.pop(k)) for k in BILM_PATHS if k in flat)
+        flat[BILM_KEY] = bilm
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
-    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type, mixes)
+    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type, mixes, shown)
 
 
 def group_runs(runs: Iterable[Run]) -> list[Group]:
@@ -249,7 +254,7 @@ def value_of(run: Run, key: str) -> str:
     """A recipe value as the config file writes it ("data": the fingerprint's first 8 hex digits)."""
     if key == "data":
         return (run.data or "?")[:8]
-    value = dict(run.recipe).get(key)
+    value = dict(run.recipe).get(key, dict(run.shown).get(key))
     if key == BILM_KEY and value is not None:
         return str(value)[:12]
     if value is None or isinstance(value, bool):
