@@ -1,14 +1,16 @@
 """Time the paper-size ELMo tagger on CoNLL-2003 train with and without the frozen-layer cache, side by side.
 
     python benchmarks/cache_speed.py [--bilm original|small|tiny|DIR] [--threads 2] [--no-cache-batches 20]
-                                     [--predict-sentences 500] [--work-dir DIR]
+                                     [--predict-sentences 500] [--work-dir DIR] [--trim-repeats 3]
 
 ``original``/``small``/``tiny``: that architecture with seeded random weights, written with ``save_bilm`` and
 read back; a DIR holds ``options.json`` + ``weights.hdf5`` (the shipped biLM: ``data/bilm``). The tagger is
 ``configs/conll2003_elmo.yaml`` without GloVe, built by ``load_corpus``, ``build_spec`` and ``build_tagger``. A training step
 is what Lightning does: loss, backward, grad-norm clip, Adam. Without the cache only the first
 ``--no-cache-batches`` batches of the shuffled epoch are run and the epoch is extrapolated from them.
-Temp files (biLM, cache, export) are deleted unless ``--work-dir`` is given.
+Temp files (biLM, cache, export) are deleted unless ``--work-dir`` is given. ``--trim-repeats R`` adds a
+third table: the cache fill (of ``--trim-sentences`` train sentences, into fresh caches) and ``predict_texts``
+with the char CNN over all 50 ids (the code before the tail trim) and with the trim, alternated R times.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +34,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from bilm_speed import ORIGINAL_PARAMS, SIZES, cpu_model, init_weights  # noqa: E402  (this script's folder)
 
 from ner_app.bilm import BidirectionalLM, save_bilm  # noqa: E402
+from ner_app.bilm.char_cnn import CharCNN  # noqa: E402
 from ner_app.bilm.layer_cache import LayerCache  # noqa: E402
 from ner_app.config import load_config  # noqa: E402
 from ner_app.data.corpus import load_corpus  # noqa: E402
@@ -124,6 +128,41 @@ def fill(cache: LayerCache, sentences: list[list[str]], bilm: BidirectionalLM) -
     return clock() - start, computed, sum(len(s) for s in distinct)
 
 
+def trim_rows(
+    bilm: BidirectionalLM,
+    sentences: list[list[str]],
+    predictor: Predictor,
+    lines: list[str],
+    work: Path,
+    repeats: int,
+) -> list[tuple[str, float, float]]:
+    """(what, median s with 50 ids, median s trimmed): fill and predict, the two code paths alternated."""
+    seconds: dict[tuple[str, bool], list[float]] = {}
+    predictions: dict[bool, list[dict[str, Any]]] = {}
+    for r in range(repeats):
+        for trim in (False, True):
+            CharCNN.trim_tail = trim  # a class attribute: the cache's biLM and the predictor's alike
+            try:
+                cache = LayerCache.for_bilm(work / f"trim_{r}_{trim}", bilm)
+                start = clock()
+                cache.fill(sentences, bilm, batch_size=64, device=DEVICE)
+                seconds.setdefault(("fill", trim), []).append(clock() - start)
+                start = clock()
+                predictions[trim] = list(predictor.predict_texts(lines))
+                seconds.setdefault(("predict", trim), []).append(clock() - start)
+            finally:
+                CharCNN.trim_tail = True
+            shutil.rmtree(work / f"trim_{r}_{trim}")
+    if (
+        predictions[False] != predictions[True]
+    ):  # the trim is exact: the same entities and scores, bit for bit
+        raise RuntimeError("predictions differ between the char CNN over 50 ids and the trimmed one")
+    median = statistics.median
+    return [
+        (what, median(seconds[(what, False)]), median(seconds[(what, True)])) for what in ("fill", "predict")
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -133,6 +172,12 @@ def main() -> None:
     add("--predict-sentences", type=int, default=500, help="test sentences to predict (default 500)")
     add("--work-dir", help="keep the biLM, cache and export here (default: a temp dir, deleted)")
     add("--max-sentences", type=int, help="first N sentences of each split only (smoke runs)")
+    add(
+        "--trim-repeats", type=int, default=0, help="time fill and predict with and without the char-CNN trim"
+    )
+    add(
+        "--trim-sentences", type=int, default=2000, help="train sentences the trim table fills (default 2000)"
+    )
     args = parser.parse_args()
     if args.bilm not in SIZES and not (Path(args.bilm) / "options.json").is_file():
         parser.error(f"--bilm {args.bilm}: not one of {', '.join(SIZES)} nor a folder with options.json")
@@ -261,6 +306,23 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print("| one-time cost | value |\n|---|---:|")
     for label, value in one_time:
         print(f"| {label} | {value} |")
+    if args.trim_repeats:
+        sample = train[: args.trim_sentences]
+        rows_ = trim_rows(bilm, sample, predictor, lines, work, args.trim_repeats)
+        tokens = {
+            "fill": sum(map(len, sample)),
+            "predict": sum(len(s) for s in dm.splits["test"].tokens[: len(lines)]),
+        }
+        print(
+            f"\nchar CNN over all 50 ids against the tail trim, median of {args.trim_repeats}, alternated "
+            f"(fill: {len(sample):,} train sentences into a fresh cache; predict: the lines above)\n"
+        )
+        print("| path | 50 ids, tokens/s | trimmed, tokens/s | speed-up |\n|---|---:|---:|---:|")
+        for what, untrimmed, trimmed in rows_:
+            print(
+                f"| {what} | {tokens[what] / untrimmed:,.0f} | {tokens[what] / trimmed:,.0f} | "
+                f"{untrimmed / trimmed:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ SMOKE = {
     "bilm_speed": ("python benchmarks/bilm_speed.py --size tiny --threads 1 --repeats 1 --batch 8", None),
     "cache_speed": (
         "python benchmarks/cache_speed.py --bilm tiny --threads 1 --max-sentences 20 --no-cache-batches 1 "
-        "--predict-sentences 5",
+        "--predict-sentences 5 --trim-repeats 1 --trim-sentences 20",
         ("data", "conll2003", "train.txt"),
     ),
     "embed_process": ("python benchmarks/embed_process.py --size tiny --sentences 16 --repeats 1", None),
