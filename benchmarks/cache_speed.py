@@ -153,9 +153,8 @@ def trim_rows(
             finally:
                 CharCNN.trim_tail = True
             shutil.rmtree(work / f"trim_{r}_{trim}")
-    if (
-        predictions[False] != predictions[True]
-    ):  # the trim is exact: the same entities and scores, bit for bit
+    # The trim is exact: the same entities and scores, bit for bit.
+    if predictions[False] != predictions[True]:
         raise RuntimeError("predictions differ between the char CNN over 50 ids and the trimmed one")
     median = statistics.median
     return [

@@ -56,9 +56,8 @@ class Run:
     f1: dict[str, float]  # split -> entity F1
     per_type: dict[str, dict[str, float]]  # split -> entity type -> F1
     mixes: tuple[Mix, ...] = ()  # metrics.json "elmo_mix": the chosen checkpoint's ELMo mixes (none without)
-    shown: tuple[
-        tuple[str, Any], ...
-    ] = ()  # the biLM's paths, shown but not grouped on when elmo.bilm is known
+    # The biLM's paths when elmo.bilm is known: shown in the tables, not grouped on.
+    shown: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
