@@ -15,6 +15,7 @@ from ner_app.bilm import (
     batch_to_ids,
     load_bilm,
     load_checkpoint,
+    load_weights,
     read_options,
     save_bilm,
     save_checkpoint,
@@ -40,6 +41,18 @@ def test_write_read_write_is_exact(tmp_path):
     assert first.keys() == second.keys()
     assert all(np.array_equal(first[k], second[k]) and first[k].dtype == np.float32 for k in first)
     assert read_options(options) == TINY_OPTIONS
+
+
+def test_the_file_sets_every_parameter(tmp_path):
+    """A loaded biLM owes nothing to its random initialisation: the file covers every parameter but padding."""
+    options, weights = save_bilm(random_bilm(), tmp_path)
+    bilm = read_options(options).build()
+    with torch.no_grad():
+        for param in bilm.parameters():
+            param.fill_(float("nan"))
+        bilm.token_encoder.char_cnn.char_embed.weight[0].zero_()
+    load_weights(bilm, weights)
+    assert all(torch.isfinite(param).all() for param in bilm.parameters())
 
 
 @pytest.mark.parametrize("fixture", ["allennlp_elmo", "bilm_tf_noskip"])
