@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ner_app.cli_parser import add_train_arguments, build_parser
 from ner_app.errors import NerAppError, run_reporting_errors
+
+# Exit code of a run stopped by SIGTERM: what a shell reports for a process that the signal ended (128 + 15).
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
+def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[str, Any] | None:
+    """``run()``, or None after printing one line if SIGTERM stopped it.
+
+    Lightning answers SIGTERM by ending its loop with ``SIGTERMException``, a ``SystemExit`` whose exit code is
+    0: a stopped run would look finished to the shell and to job queues.
+    """
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    try:
+        return run()
+    except SIGTERMException:
+        last = Path(output_dir) / "checkpoints" / "last.ckpt"
+        then = (f"the same command with --resume continues from {last}" if last.is_file()
+                else "no checkpoint was written yet: the same command without --resume starts it again")  # fmt: skip
+        print(f"stopped by SIGTERM before the run finished; {then}", file=sys.stderr)
+        return None
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -20,7 +43,9 @@ def _train(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from ner_app.training.run import run_training  # heavy imports after the config is known to be valid
 
-    metrics = run_training(cfg, resume=args.resume)
+    metrics = _until_sigterm(lambda: run_training(cfg, resume=args.resume), cfg.output_dir)
+    if metrics is None:
+        return SIGTERM_EXIT
     if not metrics:  # a DDP rank other than 0: rank 0 reports
         return 0
     print(
@@ -144,7 +169,9 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from ner_app.pretrain.run import run_pretraining  # heavy imports after the config is known to be valid
 
-    metrics = run_pretraining(cfg, resume=args.resume)
+    metrics = _until_sigterm(lambda: run_pretraining(cfg, resume=args.resume), cfg.output_dir)
+    if metrics is None:
+        return SIGTERM_EXIT
     if not metrics:  # a DDP rank other than 0: rank 0 reports
         return 0
     for name, result in metrics["heldout"].items():

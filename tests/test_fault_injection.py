@@ -1,6 +1,7 @@
 """Fault injection (docs/reliability.md): a real ``kill -9`` of a training, a pretraining and a cache fill at
 several points, then ``--resume`` (or a plain rerun where no checkpoint was written yet) must reach exactly
-the result of the uninterrupted run. Subprocesses at tiny scale; marked slow, run by ``.ci/run``."""
+the result of the uninterrupted run; a ``SIGTERM`` must stop a run with exit code 143. Subprocesses at tiny
+scale; marked slow, run by ``.ci/run``."""
 
 from __future__ import annotations
 
@@ -100,6 +101,37 @@ def test_killed_training_resumes_to_the_same_result(tmp_path: Path, writes: int,
         assert {k: v for k, v in scores[0][split].items() if k != "sentences_per_s"} == {
             k: v for k, v in scores[1][split].items() if k != "sentences_per_s"
         }
+
+
+@pytest.mark.parametrize("job", ["train", "pretrain-bilm"])
+def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, job: str) -> None:
+    """Lightning ends a run on SIGTERM with ``SystemExit(0)``: the command must not look finished to a job queue."""
+    if job == "train":
+        run_dir = tmp_path / "run"
+        args = command(*train_args(run_dir, None))
+    else:
+        corpus = write_grammar(tmp_path / "train.txt", 400, seed=0)
+        heldout = write_grammar(tmp_path / "heldout.txt", 10, seed=1)
+        run_dir = tmp_path / "bilm" / "run"
+        args = command("pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"), "--threads", "1",
+                       *tiny_overrides(tmp_path / "bilm", corpus, [heldout], steps=200), "train.val_every_n_steps=4")  # fmt: skip
+    last = run_dir / "checkpoints" / "last.ckpt"
+    count = checkpoint_writes(last)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while count() < 2:
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint before the run ended"
+        time.sleep(0.002)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-2000:]
+    assert stderr.splitlines()[-1] == (
+        f"stopped by SIGTERM before the run finished; the same command with --resume continues from {last}"
+    )
+    assert not (run_dir / "metrics.json").exists()
+    run([*args, "--resume"])
+    assert json.loads((run_dir / "metrics.json").read_text())
 
 
 @pytest.mark.parametrize("writes", [1, 3])
