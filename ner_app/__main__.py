@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ner_app.cli_parser import add_train_arguments, build_parser
-from ner_app.errors import NerAppError, run_reporting_errors
-
-# Exit code of a run stopped by SIGTERM: what a shell reports for a process that the signal ended (128 + 15).
-SIGTERM_EXIT = 128 + signal.SIGTERM
+from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors
 
 
 def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[str, Any] | None:
     """``run()``, or None after printing one line if SIGTERM stopped it.
 
-    Lightning answers SIGTERM by ending its loop with ``SIGTERMException``, a ``SystemExit`` whose exit code is
+    ``Stopped`` comes from the handler of ``run_reporting_errors``. Without that handler (outside the main
+    thread, where none can be set) Lightning answers SIGTERM by ending its loop with ``SIGTERMException``, a ``SystemExit`` whose exit code is
     0: a stopped run would look finished to the shell and to job queues.
     """
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
     try:
         return run()
-    except SIGTERMException:
+    except (Stopped, SIGTERMException):
         last = Path(output_dir) / "checkpoints" / "last.ckpt"
         then = (f"the same command with --resume continues from {last}" if last.is_file()
                 else "no checkpoint was written yet: the same command without --resume starts it again")  # fmt: skip

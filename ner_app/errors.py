@@ -1,14 +1,18 @@
 """One base class for a user's mistakes, and the one policy every command applies to them.
 
 A ``NerAppError`` (bad config, bad file, refused checkpoint, ...) is reported as one line on stderr with exit
-code 2. Anything else is a bug and keeps its traceback.
+code 2. Anything else is a bug and keeps its traceback. SIGTERM stops a command with one line and exit code 143.
 """
 
 from __future__ import annotations
 
 import errno
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 
 class NerAppError(ValueError):
@@ -21,11 +25,50 @@ DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # Exit code of every command for bad input (argparse uses the same code for bad arguments).
 USER_ERROR_EXIT = 2
 
+# Exit code of a command stopped by SIGTERM: what a shell reports for a process the signal ended (128 + 15).
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
+class Stopped(SystemExit):
+    """SIGTERM arrived. Raised in the main thread, so ``finally`` blocks run: atomic writes remove their
+    temporary files, and the run folder's lock is released."""
+
+    def __init__(self) -> None:
+        super().__init__(SIGTERM_EXIT)
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise Stopped
+
+
+@contextmanager
+def stopping_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises ``Stopped`` inside the block (the default action would end the process on the spot).
+
+    Lightning adds its own SIGTERM handler in front of this one while it trains, and keeps calling this one.
+    """
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
 
 def run_reporting_errors(command: Callable[[], int]) -> int:
-    """Run ``command``; turn a user's mistake into one ``error: ...`` line and exit code 2."""
+    """Run ``command``; turn a user's mistake into one ``error: ...`` line and exit code 2, and SIGTERM into
+    one line and exit code 143."""
     try:
-        return command()
+        with stopping_on_sigterm():
+            return command()
+    except Stopped:
+        print(
+            "stopped by SIGTERM before the command finished; files it was writing were removed",
+            file=sys.stderr,
+        )
+        return SIGTERM_EXIT
     except NerAppError as err:
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT

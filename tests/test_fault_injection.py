@@ -134,6 +134,28 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, job: str) -> Non
     assert json.loads((run_dir / "metrics.json").read_text())
 
 
+def test_sigterm_stops_embed_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """Without a handler, SIGTERM ends the process on the spot and the atomic write's temporary file stays."""
+    source, out = tmp_path / "input.txt", tmp_path / "out" / "layers.hdf5"
+    source.write_text("".join(f"w{i} x{i % 7} y z{i % 13} , and more words here .\n" for i in range(40000)))
+    args = command("embed", "--options", str(TINY_BILM / "options.json"), "--weights",
+                   str(TINY_BILM / "weights.hdf5"), "--input", str(source), "--output", str(out), "--threads", "1")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out.parent.is_dir() and any(out.parent.iterdir())):  # the temporary file is being written
+        assert process.poll() is None and time.monotonic() < deadline, "embed ended before it began writing"
+        time.sleep(0.002)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr[-2000:]
+    assert (
+        stderr.splitlines()[-1]
+        == "stopped by SIGTERM before the command finished; files it was writing were removed"
+    )
+    assert list(out.parent.iterdir()) == []
+
+
 @pytest.mark.parametrize("writes", [1, 3])
 def test_killed_pretraining_resumes_to_the_same_result(tmp_path: Path, writes: int) -> None:
     corpus = write_grammar(tmp_path / "train.txt", 400, seed=0)
