@@ -27,6 +27,10 @@ USER_ERROR_EXIT = 2
 
 # Exit code of a command stopped by SIGTERM: what a shell reports for a process the signal ended (128 + 15).
 SIGTERM_EXIT = 128 + signal.SIGTERM
+SIGINT_EXIT = 128 + signal.SIGINT
+REMOVED = (
+    "files it was writing were removed"  # atomic writes: the temporary file goes, the target is untouched
+)
 
 
 class Stopped(SystemExit):
@@ -59,16 +63,16 @@ def stopping_on_sigterm() -> Iterator[None]:
 
 def run_reporting_errors(command: Callable[[], int]) -> int:
     """Run ``command``; turn a user's mistake into one ``error: ...`` line and exit code 2, and SIGTERM into
-    one line and exit code 143."""
+    one line and exit code 143 (Ctrl-C: 130)."""
     try:
         with stopping_on_sigterm():
             return command()
     except Stopped:
-        print(
-            "stopped by SIGTERM before the command finished; files it was writing were removed",
-            file=sys.stderr,
-        )
+        print(f"stopped by SIGTERM before the command finished; {REMOVED}", file=sys.stderr)
         return SIGTERM_EXIT
+    except KeyboardInterrupt:  # Ctrl-C: one line instead of a traceback (a training prints Lightning's own)
+        print(f"interrupted by Ctrl-C before the command finished; {REMOVED}", file=sys.stderr)
+        return SIGINT_EXIT
     except NerAppError as err:
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT

@@ -134,8 +134,24 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, job: str) -> Non
     assert json.loads((run_dir / "metrics.json").read_text())
 
 
-def test_sigterm_stops_embed_and_leaves_no_temporary_file(tmp_path: Path) -> None:
-    """Without a handler, SIGTERM ends the process on the spot and the atomic write's temporary file stays."""
+@pytest.mark.parametrize(
+    ("signum", "code", "line"),
+    [
+        (
+            signal.SIGTERM,
+            143,
+            "stopped by SIGTERM before the command finished; files it was writing were removed",
+        ),
+        (
+            signal.SIGINT,
+            130,
+            "interrupted by Ctrl-C before the command finished; files it was writing were removed",
+        ),
+    ],
+)
+def test_a_signal_stops_embed_without_leftovers(tmp_path: Path, signum: int, code: int, line: str) -> None:
+    """Without a handler, SIGTERM ended the process on the spot and the atomic write's temporary file stayed;
+    Ctrl-C printed a traceback."""
     source, out = tmp_path / "input.txt", tmp_path / "out" / "layers.hdf5"
     source.write_text("".join(f"w{i} x{i % 7} y z{i % 13} , and more words here .\n" for i in range(40000)))
     args = command("embed", "--options", str(TINY_BILM / "options.json"), "--weights",
@@ -146,13 +162,11 @@ def test_sigterm_stops_embed_and_leaves_no_temporary_file(tmp_path: Path) -> Non
     while not (out.parent.is_dir() and any(out.parent.iterdir())):  # the temporary file is being written
         assert process.poll() is None and time.monotonic() < deadline, "embed ended before it began writing"
         time.sleep(0.002)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 143, stderr[-2000:]
-    assert (
-        stderr.splitlines()[-1]
-        == "stopped by SIGTERM before the command finished; files it was writing were removed"
-    )
+    assert process.returncode == code, stderr[-2000:]
+    assert stderr.splitlines()[-1] == line
+    assert "Traceback" not in stderr
     assert list(out.parent.iterdir()) == []
 
 
