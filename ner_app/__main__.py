@@ -16,8 +16,8 @@ def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[s
     """``run()``, or None after printing one line if SIGTERM stopped it.
 
     ``Stopped`` comes from the handler of ``run_reporting_errors``. Without that handler (outside the main
-    thread, where none can be set) Lightning answers SIGTERM by ending its loop with ``SIGTERMException``, a ``SystemExit`` whose exit code is
-    0: a stopped run would look finished to the shell and to job queues.
+    thread, where none can be set) Lightning answers SIGTERM by ending its loop with ``SIGTERMException``, a
+    ``SystemExit`` whose exit code is 0: a stopped run would look finished to the shell and to job queues.
     """
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 

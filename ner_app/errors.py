@@ -28,9 +28,8 @@ USER_ERROR_EXIT = 2
 # Exit code of a command stopped by SIGTERM: what a shell reports for a process the signal ended (128 + 15).
 SIGTERM_EXIT = 128 + signal.SIGTERM
 SIGINT_EXIT = 128 + signal.SIGINT
-REMOVED = (
-    "files it was writing were removed"  # atomic writes: the temporary file goes, the target is untouched
-)
+# Atomic writes: on an exception the temporary file goes and the target is untouched.
+REMOVED = "files it was writing were removed"
 
 
 class Stopped(SystemExit):

@@ -52,19 +52,27 @@ def checkpoint_writes(path: Path) -> Callable[[], int]:
     return count
 
 
-def kill_when(args: list[str], ready: Callable[[], bool], delay: float = 0.0) -> None:
-    """Start ``args``, SIGKILL it as soon as ``ready()`` holds (plus ``delay``); it must not have finished."""
+def signal_when(
+    args: list[str], ready: Callable[[], bool], signum: int, delay: float = 0.0
+) -> tuple[int, str]:
+    """Start ``args``, send ``signum`` as soon as ``ready()`` holds (plus ``delay``); its exit code and stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while not ready():
-        assert process.poll() is None, f"finished before the kill point: {process.stderr.read()[-2000:]!r}"
-        assert time.monotonic() < deadline, "kill point never reached"
+        assert process.poll() is None, f"finished before the signal: {process.stderr.read()[-2000:]!r}"
+        assert time.monotonic() < deadline, "signal point never reached"
         time.sleep(0.002)
     time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL, "the run finished before the kill"
-    process.stderr.close()
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr
+
+
+def kill_when(args: list[str], ready: Callable[[], bool], delay: float = 0.0) -> None:
+    """Start ``args``, SIGKILL it as soon as ``ready()`` holds (plus ``delay``); it must not have finished."""
+    code, _ = signal_when(args, ready, signal.SIGKILL, delay)
+    assert code == -signal.SIGKILL, "the run finished before the kill"
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -117,15 +125,8 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, job: str) -> Non
                        *tiny_overrides(tmp_path / "bilm", corpus, [heldout], steps=200), "train.val_every_n_steps=4")  # fmt: skip
     last = run_dir / "checkpoints" / "last.ckpt"
     count = checkpoint_writes(last)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while count() < 2:
-        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint before the run ended"
-        time.sleep(0.002)
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr[-2000:]
+    code, stderr = signal_when(args, lambda: count() >= 2, signal.SIGTERM)
+    assert code == 143, stderr[-2000:]
     assert stderr.splitlines()[-1] == (
         f"stopped by SIGTERM before the run finished; the same command with --resume continues from {last}"
     )
@@ -156,15 +157,9 @@ def test_a_signal_stops_embed_without_leftovers(tmp_path: Path, signum: int, cod
     source.write_text("".join(f"w{i} x{i % 7} y z{i % 13} , and more words here .\n" for i in range(40000)))
     args = command("embed", "--options", str(TINY_BILM / "options.json"), "--weights",
                    str(TINY_BILM / "weights.hdf5"), "--input", str(source), "--output", str(out), "--threads", "1")  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out.parent.is_dir() and any(out.parent.iterdir())):  # the temporary file is being written
-        assert process.poll() is None and time.monotonic() < deadline, "embed ended before it began writing"
-        time.sleep(0.002)
-    process.send_signal(signum)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == code, stderr[-2000:]
+    writing = lambda: out.parent.is_dir() and any(out.parent.iterdir())  # noqa: E731 (the temporary file exists)
+    returned, stderr = signal_when(args, writing, signum)
+    assert returned == code, stderr[-2000:]
     assert stderr.splitlines()[-1] == line
     assert "Traceback" not in stderr
     assert list(out.parent.iterdir()) == []
