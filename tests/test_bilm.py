@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from ner_app.bilm import BidirectionalLM, Elmo, ScalarMix, TokenCache, batch_to_ids
+from ner_app.bilm import BidirectionalLM, Elmo, ScalarMix, batch_to_ids
 from ner_app.bilm.lstm import reverse_within_length
 from tests.conftest import TINY_OPTIONS, random_bilm
 
@@ -147,8 +147,6 @@ def test_elmo_removes_boundaries_and_matches_raw_layers():
     raw = elmo.layers(ids)
     assert out.mask.tolist() == [[True] * 6, [True] * 2 + [False] * 4, [False] * 6, [True] * 4 + [False] * 2]
     torch.testing.assert_close(out.representations[0], raw.layers[0][:, 1:-1] * out.mask[..., None])
-    kept = Elmo(random_bilm(), dropout=0.0, keep_sentence_boundaries=True)(ids)
-    assert kept.representations[0].shape == (4, 8, 12) and torch.equal(kept.mask, raw.mask)
 
 
 def test_elmo_dropout_after_mixing_only_in_training():
@@ -159,27 +157,6 @@ def test_elmo_dropout_after_mixing_only_in_training():
     assert torch.equal(a, b)
     elmo.train()
     assert not torch.equal(elmo(ids).representations[0], a)
-
-
-def test_token_cache_gives_identical_results():
-    vocab = sorted({w for s in SENTENCES for w in s})
-    bilm = random_bilm()
-    elmo = Elmo(bilm, dropout=0.0, vocab_to_cache=vocab)
-    ids = batch_to_ids(SENTENCES)
-    word_ids = elmo.token_cache.word_ids(SENTENCES)
-    cached, direct = elmo(word_ids=word_ids), elmo(char_ids=ids)
-    torch.testing.assert_close(cached.representations[0], direct.representations[0], atol=1e-6, rtol=1e-6)
-    assert torch.equal(cached.mask, direct.mask)
-    with pytest.raises(KeyError, match="'unseen' .* not in the cached vocabulary"):
-        elmo.token_cache.word_ids([["unseen"]])
-
-
-def test_token_cache_table_layout():
-    cache = TokenCache(random_bilm().token_encoder, ["a", "b"])
-    assert cache.table.shape == (5, 6) and torch.count_nonzero(cache.table[0]) == 0
-    emb, mask = cache(torch.tensor([[1, 2], [2, 0]]))
-    assert mask.tolist() == [[True, True, True, True], [True, True, True, False]]
-    assert torch.equal(emb[1, 2], cache.table[cache.eos]) and torch.equal(emb[0, 0], cache.table[cache.bos])
 
 
 def test_unfrozen_bilm_trains_with_dropout():

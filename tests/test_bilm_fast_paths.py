@@ -1,4 +1,4 @@
-"""The biLM's faster code paths against the original ones: the fused recurrence, the trimmed char CNN, torch's
+"""The biLM's faster code paths against the original ones: the trimmed char CNN, torch's
 LSTM kernel for clip-free biLMs (on CPU here; on CUDA with the ``cuda`` marker), and bf16 pretraining."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from ner_app.bilm import lstm_cudnn
+from ner_app.bilm import lstm as lstm_module
 from ner_app.bilm.char_cnn import CharCNN, trim_constant_tail
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.module import run_stack
 from ner_app.pretrain.run import run_pretraining
 from tests.conftest import TINY_OPTIONS, random_bilm
@@ -28,9 +28,9 @@ SIZES = [4, 4, 3, 2, 2, 1]  # a packed batch of 4 rows with lengths 6, 5, 3, 2
 @pytest.fixture
 def switches() -> Iterator[None]:
     """Restore the class-level path switches after a test."""
-    fused, use, trim = LstmCellWithProjection.fused, LstmCellWithProjection.torch_lstm, CharCNN.trim_tail
+    use, trim = LstmCellWithProjection.torch_lstm, CharCNN.trim_tail
     yield
-    LstmCellWithProjection.fused, LstmCellWithProjection.torch_lstm, CharCNN.trim_tail = fused, use, trim
+    LstmCellWithProjection.torch_lstm, CharCNN.trim_tail = use, trim
 
 
 def random_cell(clip: float | None, seed: int = 0) -> LstmCellWithProjection:
@@ -54,35 +54,6 @@ def run_cell(cell: LstmCellWithProjection, resets: torch.Tensor | None, seed: in
     return [out.detach(), h.detach(), c.detach(), *grads]
 
 
-@pytest.mark.parametrize("clip", [0.5, None])
-@pytest.mark.parametrize("with_resets", [False, True])
-def test_fused_recurrence_is_the_loop(switches: None, clip: float | None, with_resets: bool) -> None:
-    cell = random_cell(clip)
-    resets = torch.tensor([i % 3 == 1 for i in range(sum(SIZES))]) if with_resets else None
-    LstmCellWithProjection.fused = False
-    loop = run_cell(cell, resets)
-    LstmCellWithProjection.fused = True
-    fused = run_cell(cell, resets)
-    for a, b in zip(loop[:3], fused[:3], strict=True):
-        assert torch.equal(a, b)  # the forward is the same arithmetic: identical bits
-    for a, b in zip(loop[3:], fused[3:], strict=True):
-        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
-    if clip is not None:  # the clips were active, so their gradient masks were exercised
-        assert (loop[2].abs() == clip).any()
-
-
-def test_fused_recurrence_under_bf16_autocast_stays_close(switches: None) -> None:
-    cell = random_cell(0.5)
-    LstmCellWithProjection.fused = False
-    exact = run_cell(cell, None)
-    LstmCellWithProjection.fused = True
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        approx = run_cell(cell, None)
-    assert all(t.dtype == torch.float32 for t in approx[:3])  # state and outputs stay fp32
-    for a, b in zip(exact, approx, strict=True):
-        torch.testing.assert_close(b, a, atol=0.1, rtol=0.05)
-
-
 def test_trimmed_char_cnn_is_exact(switches: None) -> None:
     torch.manual_seed(0)
     cnn = CharCNN(4, ((1, 4), (3, 8), (7, 8)))
@@ -103,8 +74,10 @@ def test_trimmed_char_cnn_is_exact(switches: None) -> None:
 
 def test_torch_lstm_path_is_the_cell_without_clips(switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    original = lstm_cudnn.torch_lstm_recurrence
-    monkeypatch.setattr("ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a))
+    original = lstm_module._torch_lstm_recurrence
+    monkeypatch.setattr(
+        "ner_app.bilm.lstm._torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
+    )
     cell = random_cell(None)
     LstmCellWithProjection.torch_lstm = "off"
     loop = run_cell(cell, None)

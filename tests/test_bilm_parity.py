@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.__main__ import main
 from ner_app.bilm import batch_to_ids, load_bilm, remove_sentence_boundaries, token_to_ids
+from ner_app.cli.commands import main
 from tests.conftest import shared_path
 
 FIXTURES = [("allennlp_elmo", "sentences.json"), ("bilm_tf_noskip", "lm_embeddings_sentences.json")]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import train
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_train_py_and_python_m_ner_app_train_share_the_policy(tmp_path: Path, ca
 
 
 def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ner_app.training.run as run
+    import ner_app.train.run as run
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("a bug")
@@ -82,8 +82,8 @@ def test_every_command_of_the_parser_has_a_handler():
     """The argparse tree (cli_parser.py) and the handlers (__main__.py) name the same commands."""
     import argparse
 
-    from ner_app.__main__ import HANDLERS
-    from ner_app.cli_parser import build_parser
+    from ner_app.cli.commands import HANDLERS
+    from ner_app.cli.parser import build_parser
 
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(subparsers.choices) == sorted(HANDLERS)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"base": (["optim.lr=0.01"], [1, 2, 3]), "lr02": (["optim.lr=0.02"], [2, 3])}
@@ -293,8 +293,8 @@ def test_runs_without_a_recorded_mix_leave_the_mix_table_out(runs, capsys, tmp_p
 
 def test_metrics_name_the_bilm_by_its_weights(runs):
     """metrics.json "bilm_fingerprint" is the fingerprint of the biLM files the run read."""
-    from ner_app.bilm.layer_cache import bilm_fingerprint
     from ner_app.bilm.weights import load_bilm
+    from ner_app.train.layer_cache import bilm_fingerprint
 
     tiny = ROOT / "tests/data/tiny_bilm"
     expected = bilm_fingerprint(load_bilm(tiny / "options.json", tiny / "weights.hdf5"))

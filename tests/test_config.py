@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from ner_app.config import (
+from ner_app.config.load import (
     BilmPretrainConfig,
     ConfigError,
     TrainConfig,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ner_app.data.conll import ConllFormatError, Sentence, load_local_splits, read_conll
+from ner_app.text.conll import ConllFormatError, Sentence, read_conll
+from ner_app.train.corpus import load_local_splits
 
 FOUR = """-DOCSTART- -X- O O
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ner_app.data.conll import Sentence, read_conll
-from ner_app.data.schemes import detect_scheme, entities
+from ner_app.text.conll import Sentence, read_conll
+from ner_app.text.tags import detect_scheme, entities
 
 SHARED = Path(os.environ.get("NER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 CONLL = SHARED / "data" / "conll2003"

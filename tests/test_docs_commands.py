@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from ner_app.__main__ import main
-from ner_app.config import BilmPretrainConfig, TrainConfig
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, TrainConfig
 from tests.conftest import SHARED, shared_path
 from tests.docs_parsing import anchors, code_blocks, commands_in, documented, pages, prose
 
@@ -270,7 +270,7 @@ def test_configuration_page_names_every_key_with_its_default() -> None:
         rows = dict(re.findall(r"^\| `([\w.]+)` \| `([^`]*)` \|", section, re.MULTILINE))
         expected = {key: shown(default) for key, default in config_keys(schema).items()}
         assert rows == expected, (
-            f"{schema.__name__}: documented {rows}, ner_app/config_schema.py has {expected}"
+            f"{schema.__name__}: documented {rows}, ner_app/config/schema.py has {expected}"
         )
 
 

@@ -15,11 +15,10 @@ from ner_app.bilm.document import (
     context_layers,
     document_contexts,
     document_keys,
-    fill_document_cache,
     stream_batches,
     stream_layers,
 )
-from ner_app.bilm.layer_cache import LayerCache, sentence_key
+from ner_app.train.layer_cache import LayerCache, fill_document_cache, sentence_key
 from tests.conftest import random_bilm
 
 DOC = [

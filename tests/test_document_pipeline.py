@@ -14,17 +14,17 @@ import pytest
 import torch
 
 import train
-from ner_app.__main__ import main
 from ner_app.bilm import load_bilm, save_bilm
-from ner_app.bilm.document import context_layers, document_contexts, fill_document_cache, stream_layers
-from ner_app.bilm.layer_cache import LayerCache
-from ner_app.data.conll import read_conll
-from ner_app.data.corpus import load_corpus
-from ner_app.data.datamodule import ConllDataModule
-from ner_app.data.schemes import entities
-from ner_app.predict.predictor import Predictor, predict_conll
-from ner_app.predict.tokenizer import sentences as split_sentences
+from ner_app.bilm.document import context_layers, document_contexts, stream_layers
+from ner_app.cli.commands import main
+from ner_app.serve.predictor import Predictor, predict_conll
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.text.conll import read_conll
+from ner_app.text.tags import entities
+from ner_app.text.tokenizer import sentences as split_sentences
+from ner_app.train.corpus import load_corpus
+from ner_app.train.datamodule import ConllDataModule
+from ner_app.train.layer_cache import LayerCache, fill_document_cache
 from tests.conftest import random_bilm
 
 ROOT = Path(__file__).resolve().parents[1]

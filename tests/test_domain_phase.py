@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.__main__ import main
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import read_corpus
 from ner_app.pretrain.heldout import (
     document_batches,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ner_app import download
-from ner_app.__main__ import main
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import save_bilm
+from ner_app.cli.commands import main
+from ner_app.serve import download
 from tests.conftest import TINY_OPTIONS
 
 SMALL = download.MODELS["small"]

@@ -7,8 +7,8 @@ import h5py
 import numpy as np
 import torch
 
-from ner_app.__main__ import main
 from ner_app.bilm import batch_to_ids, load_bilm, remove_sentence_boundaries
+from ner_app.cli.commands import main
 
 
 def embed_args(bilm_files, source) -> list[str]:

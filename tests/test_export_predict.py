@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import train
-from ner_app.__main__ import main
-from ner_app.data.conll import read_conll
-from ner_app.export import ExportError, load_export
-from ner_app.predict.predictor import Predictor
+from ner_app.cli.commands import main
+from ner_app.serve.predictor import Predictor
+from ner_app.tagger.export import ExportError, load_export
+from ner_app.text.conll import read_conll
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_conll"

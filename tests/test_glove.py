@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.data.glove import GloveFormatError, embedding_matrix, load_glove
-from ner_app.data.vocab import Vocab, build_word_vocab
+from ner_app.text.vocab import Vocab, build_word_vocab
+from ner_app.train.glove import GloveFormatError, embedding_matrix, load_glove
 
 SHARED = Path(os.environ.get("NER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 TRAIN = SHARED / "data" / "conll2003" / "train.txt"
@@ -106,7 +106,7 @@ def test_package() -> None:
     assert {"nan", "null"} <= set(words)  # strings, not missing values
     assert float(np.std(vectors, dtype=np.float64)) == pytest.approx(0.644, abs=1e-3)
     if TRAIN.is_file():
-        from ner_app.data.conll import read_conll
+        from ner_app.text.conll import read_conll
 
         vocab = build_word_vocab([s.tokens for s in read_conll(TRAIN)], lowercase=True)
         weight, coverage = embedding_matrix(vocab, words, vectors, dim=50, seed=0)

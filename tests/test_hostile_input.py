@@ -19,15 +19,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import train
-from ner_app.__main__ import main
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import ConfigError, load_config
-from ner_app.data.conll import read_conll
+from ner_app.cli.commands import main
+from ner_app.config.load import ConfigError, load_config
 from ner_app.errors import NerAppError
-from ner_app.export import load_export
-from ner_app.export_integrity import integrity_record
 from ner_app.limits import LimitError
-from ner_app.training.run_dir import locked_run_folder
+from ner_app.runtime.run_dir import locked_run_folder
+from ner_app.tagger.export import load_export
+from ner_app.tagger.integrity import integrity_record
+from ner_app.text.conll import read_conll
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
@@ -131,8 +131,8 @@ def test_resume_under_another_config_or_data_is_refused(tmp_path, trained, capsy
 def test_a_key_added_after_the_checkpoint_resumes_only_at_its_default(tmp_path):
     """A checkpoint written before a config key existed is the same run while the key keeps its default
     (what the older program did), and another run once the key is set to something else."""
-    from ner_app.config import TrainConfig, config_to_dict
-    from ner_app.training.run_dir import IDENTITY_KEY, RunFolderError, check_identity, run_identity
+    from ner_app.config.load import TrainConfig, config_to_dict
+    from ner_app.runtime.run_dir import IDENTITY_KEY, RunFolderError, check_identity, run_identity
 
     defaults = config_to_dict(TrainConfig())
     identity = run_identity(config_to_dict(TrainConfig()), "data", defaults)
@@ -377,7 +377,7 @@ DISK_LIMIT = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG, like a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -12,7 +12,7 @@ import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.elmo import Elmo
-from ner_app.bilm.layer_cache import LayerCache, bilm_fingerprint, sentence_key
+from ner_app.train.layer_cache import LayerCache, bilm_fingerprint, sentence_key
 from tests.conftest import random_bilm
 
 SENTENCES = [
@@ -171,14 +171,14 @@ def test_damage_is_detected_and_rebuilt(
     cache = open_cache(tmp_path, bilm)
     cache.fill(SENTENCES, bilm, batch_size=1)
     damage(cache.root)
-    with caplog.at_level(logging.WARNING, logger="ner_app.bilm.layer_cache"):
+    with caplog.at_level(logging.WARNING, logger="ner_app.train.layer_cache"):
         rebuilt = open_cache(tmp_path, bilm)
     assert any(reason in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
     assert len(rebuilt) == 0 and sorted(p.name for p in rebuilt.root.iterdir()) == [".lock"]
     assert rebuilt.fill(SENTENCES, bilm, batch_size=1) == len(SENTENCES)
     assert_exact(rebuilt, bilm, SENTENCES)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="ner_app.bilm.layer_cache"):
+    with caplog.at_level(logging.WARNING, logger="ner_app.train.layer_cache"):
         assert len(open_cache(tmp_path, bilm)) == len(SENTENCES)  # the rebuilt cache verifies cleanly
     assert not caplog.records
 
@@ -190,7 +190,7 @@ def test_interrupted_append_is_ignored_then_overwritten(
     cache.fill(SENTENCES[:4], bilm, batch_size=1)
     with open(cache.root / "layers.f16", "ab") as f:
         f.write(b"\x7f" * 1000)  # rows of a fill that crashed before publishing its manifest
-    with caplog.at_level(logging.WARNING, logger="ner_app.bilm.layer_cache"):
+    with caplog.at_level(logging.WARNING, logger="ner_app.train.layer_cache"):
         reopened = open_cache(tmp_path, bilm)
     assert any("interrupted fill" in r.getMessage() for r in caplog.records)
     assert len(reopened) == 4 and SENTENCES[4] not in reopened

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ner_app.__main__ import main
-from ner_app.config import BilmPretrainConfig, load_config, project_root
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, load_config, project_root
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 from ner_app.report.predictions_html import highlighted_line, predictions_html, type_colours
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ner_app.__main__ import main
 from ner_app.bilm.char_mapper import batch_to_ids, token_to_ids
 from ner_app.bilm.weights import load_bilm
-from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
 from ner_app.pretrain.heldout import read_sentences, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel, run_stack

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.__main__ import main
-from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
 from ner_app.pretrain.heldout import read_sentences, sentence_batches, shard_batches
 from ner_app.pretrain.module import BilmLanguageModel

@@ -20,7 +20,7 @@ from PIL import Image
 from seqeval.metrics import classification_report
 
 import train
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 from ner_app.report import report_after_training, write_report
 from ner_app.report.error_analysis import Outcome, classify_sentence, error_breakdown, spans
 from ner_app.report.run_report import learning_curves, read_log

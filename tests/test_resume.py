@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import train
-from ner_app.__main__ import main
+from ner_app.cli.commands import main
 from tests.test_pretrain import tiny_overrides, write_grammar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_moved_run_folder_resumes_with_its_best(tmp_path: Path, tiny_bilm_files)
 
 
 def test_relocated_state_keeps_paths_outside_the_folder() -> None:
-    from ner_app.training.moved_checkpoint import relocate_state
+    from ner_app.runtime.moved_checkpoint import relocate_state
 
     state = {"dirpath": "/a/run/checkpoints", "best_model_path": "/a/run/checkpoints/best.ckpt",
              "last_model_path": "/elsewhere/last.ckpt", "best_model_score": 0.5,
@@ -114,7 +114,7 @@ def test_relocated_state_keeps_paths_outside_the_folder() -> None:
 
 def test_length_bucket_order_follows_set_epoch_after_iter() -> None:
     """Lightning creates the train iterator before ``set_epoch`` on resume: the shuffle must follow the epoch."""
-    from ner_app.data.datamodule import LengthBucketSampler
+    from ner_app.train.datamodule import LengthBucketSampler
 
     sampler = LengthBucketSampler([3, 1, 4, 1, 5, 9, 2, 6], batch_size=2, shuffle=True, seed=3)
     expected = {epoch: (sampler.set_epoch(epoch), sampler.batches())[1] for epoch in range(4)}
@@ -149,7 +149,7 @@ def test_only_rank_zero_trims_the_csv_log(tmp_path: Path, monkeypatch: pytest.Mo
     from lightning_fabric.utilities.rank_zero import rank_zero_only
     from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
-    from ner_app.training.run_dir import ResumableCSVLogger
+    from ner_app.runtime.run_dir import ResumableCSVLogger
 
     log = tmp_path / "logs" / "metrics.csv"
     log.parent.mkdir()
@@ -169,7 +169,7 @@ def test_movable_checkpoint_files_its_state_as_model_checkpoint() -> None:
     """Checkpoints written by Lightning's own ModelCheckpoint (before this class) keep their best score."""
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from ner_app.training.moved_checkpoint import MovableCheckpoint
+    from ner_app.runtime.moved_checkpoint import MovableCheckpoint
 
     kwargs = {"dirpath": "/tmp/run/checkpoints", "filename": "best", "monitor": "val_f1", "mode": "max"}
     assert MovableCheckpoint(**kwargs).state_key == ModelCheckpoint(**kwargs).state_key

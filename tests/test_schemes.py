@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ner_app.data.conll import read_conll
-from ner_app.data.schemes import (
+from ner_app.text.conll import read_conll
+from ner_app.text.tags import (
     convert,
     detect_scheme,
     entities,
@@ -16,8 +16,6 @@ from ner_app.data.schemes import (
     normalize_scheme,
     scheme_tags,
     split_tag,
-    to_bio,
-    to_bioes,
 )
 
 SHARED = Path(os.environ.get("NER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -61,8 +59,8 @@ def test_convert_and_round_trip(source: str, target: str) -> None:
 
 
 def test_aliases_and_helpers() -> None:
-    assert to_bio(IOB1, "IOB1") == IOB2
-    assert to_bioes(IOB1, "IOB1") == BIOES
+    assert convert(IOB1, "IOB1", "IOB2") == IOB2
+    assert convert(IOB1, "IOB1", "BIOES") == BIOES
     assert convert(BIOES, "IOBES", "BIO") == IOB2
     assert normalize_scheme("bio") == "IOB2"
     with pytest.raises(ValueError, match="unknown tag scheme 'BILOU'"):
@@ -82,7 +80,7 @@ def test_lenient_decoding_of_invalid_sequences() -> None:
         ("PER", 1, 2),
         ("ORG", 3, 4),
     ]
-    assert to_bioes(["O", "I-PER", "I-PER"], "IOB2") == ["O", "B-PER", "E-PER"]
+    assert convert(["O", "I-PER", "I-PER"], "IOB2", "BIOES") == ["O", "B-PER", "E-PER"]
 
 
 def test_tags_outside_the_scheme_are_rejected() -> None:

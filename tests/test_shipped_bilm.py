@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ner_app.bilm import batch_to_ids, load_bilm, read_options, save_bilm
-from ner_app.config import BilmPretrainConfig, load_config
+from ner_app.config.load import BilmPretrainConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "data" / "bilm"

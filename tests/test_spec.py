@@ -51,7 +51,7 @@ def test_vocabularies_from_training_data() -> None:
 
 
 def v1_dict(s: TaggerSpec) -> dict:
-    """What ner_app.export.make_spec wrote before the typed spec: the same layout, format /1."""
+    """What ner_app.tagger.export.make_spec wrote before the typed spec: the same layout, format /1."""
     return {
         "format": "ner_app.tagger/1",
         "model": dataclasses.asdict(s.sizes),
@@ -118,7 +118,7 @@ def test_an_export_written_before_integrity_records_is_refused_with_one_clear_me
     from pathlib import Path
 
     from ner_app.errors import NerAppError
-    from ner_app.predict.predictor import Predictor
+    from ner_app.serve.predictor import Predictor
 
     root = Path(__file__).resolve().parent / "data" / "export_v1"
     with pytest.raises(

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ner_app.predict.tokenizer import Token, sentences, tokenize
+from ner_app.text.tokenizer import Token, sentences, tokenize
 
 
 def texts(text: str) -> list[str]:

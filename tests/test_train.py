@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import train
-from ner_app.data.conll import read_conll
+from ner_app.text.conll import read_conll
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_conll"

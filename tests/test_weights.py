@@ -12,13 +12,10 @@ from ner_app.bilm import (
     BilmOptions,
     OptionsError,
     WeightFileError,
-    batch_to_ids,
     load_bilm,
-    load_checkpoint,
     load_weights,
     read_options,
     save_bilm,
-    save_checkpoint,
 )
 from tests.conftest import TINY_OPTIONS, random_bilm, shared_path
 
@@ -75,18 +72,6 @@ def test_layout_of_written_file(tmp_path):
         assert f["CNN_proj/W_proj"].shape == (20, 6)
         assert f["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"].shape == (12, 48)
         assert f["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0"].shape == (12, 6)
-
-
-def test_checkpoint_round_trip_without_pickle(tmp_path):
-    bilm = random_bilm()
-    save_checkpoint(bilm, tmp_path / "bilm.safetensors")
-    loaded = load_checkpoint(tmp_path / "bilm.safetensors").eval()
-    ids = batch_to_ids([["a", "b"]])
-    with torch.no_grad():
-        assert all(torch.equal(a, b) for a, b in zip(bilm(ids).layers, loaded(ids).layers, strict=True))
-    (tmp_path / "bad.safetensors").write_bytes(b"\x80\x04pickle")
-    with pytest.raises(WeightFileError, match="not a ner_app biLM checkpoint"):
-        load_checkpoint(tmp_path / "bad.safetensors")
 
 
 def test_original_model_parameter_count():

@@ -3,24 +3,20 @@
 from ner_app.bilm.bilm import BidirectionalLM, BiLMOutput, add_sentence_boundaries, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids, token_to_ids
 from ner_app.bilm.elmo import Elmo, ElmoOutput
-from ner_app.bilm.hub_outputs import HubElmo, HubOutputs
 from ner_app.bilm.options import BilmOptions, OptionsError, read_options, write_options
 from ner_app.bilm.scalar_mix import ScalarMix
-from ner_app.bilm.token_cache import TokenCache
 from ner_app.bilm.weights import (
     WeightFileError,
+    bilm_fingerprint,
     load_bilm,
-    load_checkpoint,
     load_weights,
     save_bilm,
-    save_checkpoint,
     save_weights,
 )
 
 __all__ = [
     "BidirectionalLM", "BiLMOutput", "BilmOptions", "Elmo", "ElmoOutput", "OptionsError", "ScalarMix",
-    "TokenCache", "WeightFileError", "add_sentence_boundaries", "batch_to_ids", "load_bilm", "load_checkpoint",
-    "load_weights", "read_options", "remove_sentence_boundaries", "save_bilm", "save_checkpoint", "save_weights",
-    "token_to_ids", "write_options",
-    "HubElmo", "HubOutputs",
+    "WeightFileError", "add_sentence_boundaries", "batch_to_ids", "bilm_fingerprint", "load_bilm",
+    "load_weights", "read_options", "remove_sentence_boundaries", "save_bilm", "save_weights", "token_to_ids",
+    "write_options",
 ]  # fmt: skip

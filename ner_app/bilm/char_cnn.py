@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
+from ner_app.bilm.module_list import Layers
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -30,7 +31,7 @@ class CharCNN(nn.Module):
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, found {activation!r}")
         # Row 0 is the "no character" padding id and stays zero: it is not stored in the weight file.
         self.char_embed = nn.Embedding(N_CHARACTERS, char_dim, padding_idx=0)
-        self.convs = nn.ModuleList(nn.Conv1d(char_dim, count, width) for width, count in filters)
+        self.convs = Layers(nn.Conv1d(char_dim, count, width) for width, count in filters)
         self.activation = activation
         self.output_dim = sum(count for _, count in filters)
 
@@ -68,7 +69,7 @@ class Highway(nn.Module):
     def __init__(self, dim: int, n_layers: int) -> None:
         super().__init__()
         # One matmul per layer: output rows [transform; carry].
-        self.layers = nn.ModuleList(nn.Linear(dim, 2 * dim) for _ in range(n_layers))
+        self.layers = Layers(nn.Linear(dim, 2 * dim) for _ in range(n_layers))
         self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

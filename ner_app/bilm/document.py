@@ -21,8 +21,6 @@ import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS, MAX_CHARS, token_to_ids
-from ner_app.bilm.layer_cache import LayerCache
-from ner_app.progress import track
 
 ContextMode = Literal["sentence", "document"]
 MAX_POSITIONS = 2048  # every CoNLL-2003 document fits (the largest has 1,729 positions)
@@ -119,7 +117,7 @@ def stream_batches(lengths: Sequence[int], budget: int = BATCH_POSITIONS) -> Ite
         yield group
 
 
-def _positions(stream: Sequence[Sequence[str]]) -> int:
+def stream_positions(stream: Sequence[Sequence[str]]) -> int:
     return sum(len(s) + 2 for s in stream)
 
 
@@ -131,7 +129,7 @@ def context_layers(
     streams = list(dict.fromkeys(stream for stream, _ in contexts))
     where = {stream: i for i, stream in enumerate(streams)}
     computed: list[list[torch.Tensor]] = [[] for _ in streams]
-    for group in stream_batches([_positions(s) for s in streams]):
+    for group in stream_batches([stream_positions(s) for s in streams]):
         for i, rows in zip(group, stream_layers(bilm, [streams[i] for i in group]), strict=True):
             computed[i] = rows
     sentences = [computed[where[stream]][k] for stream, k in contexts]  # (L+1, n+2, 2P) each
@@ -143,37 +141,3 @@ def context_layers(
     lengths = torch.tensor([s.shape[1] for s in sentences], device=first.device)  # (B,)
     mask = torch.arange(width, device=first.device)[None, :] < lengths[:, None]  # (B, T+2)
     return list(out.unbind(0)), mask
-
-
-def fill_document_cache(
-    cache: LayerCache,
-    documents: Sequence[Sequence[Sequence[str]]],
-    bilm: BidirectionalLM,
-    max_positions: int = MAX_POSITIONS,
-    progress: bool = False,
-) -> int:
-    """Cache the layers of every sentence of ``documents`` read in document context (keys: ``document_keys``).
-
-    Returns how many sentences were computed; documents already cached cost one hash each.
-    """
-    todo: dict[bytes, tuple[Stream, list[bytes]]] = {}  # first key -> a stream to compute and its keys
-    for document in documents:
-        keys = document_keys(document, max_positions)
-        for start, (stream, k) in enumerate(document_contexts(document, max_positions)):
-            chunk_keys = keys[start : start + len(stream)]
-            if k == 0 and not all(cache.has_key(key) for key in chunk_keys):
-                todo.setdefault(chunk_keys[0], (stream, chunk_keys))  # the same document twice runs once
-    jobs = list(todo.values())
-
-    def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
-        groups = list(stream_batches([_positions(stream) for stream, _ in jobs]))
-        for group in track(groups, "biLM streams", unit="batch", enabled=progress):
-            chosen = [jobs[i] for i in group]
-            entries, rows = [], []
-            for (_, keys), layers in zip(chosen, stream_layers(bilm, [s for s, _ in chosen]), strict=True):
-                for key, sentence_rows in zip(keys, layers, strict=True):
-                    entries.append((key, sentence_rows.shape[1]))
-                    rows.append(sentence_rows.permute(1, 0, 2))  # (n+2, L+1, 2P)
-            yield entries, torch.cat(rows)
-
-    return cache.fill_rows(bilm, sum(len(keys) for _, keys in jobs), batches())

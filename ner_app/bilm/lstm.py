@@ -1,16 +1,26 @@
-"""The biLM's LSTMs (elmo_reference.md sections 3-5): LSTM cells with projection, two direction stacks."""
+"""The biLM's LSTMs (elmo_reference.md sections 3-5): LSTM cells with projection, two direction stacks.
+
+One stack serves inference and pretraining. A cell without clipping can run on torch's own LSTM kernel
+(cuDNN on a GPU): ``torch.nn.LSTM(proj_size=P)`` computes the same cell (Sak et al. 2014) but knows no cell
+or projection clip and no state reset inside a sequence, so that path is taken only when both clips are null
+and no resets are asked for. Its weights are the cell's own parameters, mapped on every call
+(differentiable): gate blocks TF (i, j, f, o) -> torch (i, f, g = j, o); the file's ``B`` plus the constant
+forget bias goes to ``b_ih``, ``b_hh`` is zero; ``w_hr`` is the projection weight.
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from ner_app.bilm.lstm_cudnn import TorchLstmUse, can_use_torch_lstm, torch_lstm_recurrence
-from ner_app.bilm.lstm_fused import recurrence
+from ner_app.bilm.module_list import Layers
 
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
+TorchLstmUse = Literal["auto", "on", "off"]
 
 
 class LstmCellWithProjection(nn.Module):
@@ -19,14 +29,11 @@ class LstmCellWithProjection(nn.Module):
     Gate blocks are kept in TF order (i, j, f, o) so the weight file needs no reordering. The bias holds the
     file's ``B``; the constant ``forget_bias`` is added at run time, as TF's LSTMCell does.
 
-    Code paths (class-level switches, docs/pretraining_speed.md): ``torch_lstm`` ("auto": on CUDA when
-    both clips are null and no resets are asked for; "on": also on CPU; "off") runs torch's LSTM kernel
-    (``lstm_cudnn``). ``fused`` runs the recurrence as one autograd node (``lstm_fused``: identical fp32
-    forward, hand-written backward); measured no faster on CPU, so off by default. Otherwise the per-step
-    loop below runs, the original code path.
+    ``torch_lstm`` picks the code path (see the module doc): "auto" takes torch's LSTM kernel on CUDA when both
+    clips are null and no resets are asked for, "on" also on CPU, "off" never; otherwise the per-step loop
+    below runs.
     """
 
-    fused: bool = False
     torch_lstm: TorchLstmUse = "auto"
 
     def __init__(
@@ -69,16 +76,11 @@ class LstmCellWithProjection(nn.Module):
         ``input_projection(inputs)`` computed by the caller. ``resets`` (N,) bool, packed like ``inputs``: rows
         whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
-        if can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
-            return torch_lstm_recurrence(self, inputs, batch_sizes, state)
+        if _can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
+            return _torch_lstm_recurrence(self, inputs, batch_sizes, state)
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
             projected_inputs = self.input_projection(inputs)  # (N, 4C)
-        if self.fused:
-            return recurrence(
-                projected_inputs, batch_sizes, state, self.state_linearity.weight, self.projection.weight,
-                self.cell_clip, self.proj_clip, resets,
-            )  # fmt: skip
         recurrent = self.state_linearity.weight.t()  # (P, 4C)
         kind = inputs.device.type
         if torch.is_autocast_enabled(kind):  # cast once, not once per step (a transposed view is not cached)
@@ -146,9 +148,9 @@ class ElmoLstm(nn.Module):
         self.projection_size, self.cell_size = projection_size, cell_size
         self.stateful, self.dropout = stateful, dropout
 
-        def stack() -> nn.ModuleList:
+        def stack() -> Layers[LstmCellWithProjection]:
             sizes = [input_size] + [projection_size] * (n_layers - 1)
-            return nn.ModuleList(
+            return Layers(
                 LstmCellWithProjection(size, cell_size, projection_size, cell_clip, proj_clip)
                 for size in sizes
             )
@@ -198,7 +200,7 @@ class ElmoLstm(nn.Module):
                 h0, c0 = initial[d * self.n_layers + layer_index]
                 layer_input = F.dropout(data, self.dropout, self.training) if self.dropout else data
                 projected = None
-                if layer_index == 0 and rows is not None:
+                if layer_index == 0 and rows is not None and distinct is not None:
                     projected = layer.input_projection(distinct[0])[rows]  # (U, 4C) -> (N, 4C)
                 out, (h, c) = layer(layer_input, batch_sizes, (h0[order], c0[order]), projected)
                 if self.use_skip_connections and layer_index > 0:
@@ -250,3 +252,54 @@ class ElmoLstm(nn.Module):
                 h, c = torch.cat([h, old_h[rows:]]), torch.cat([c, old_c[rows:]])
             merged.append((h, c))
         self._states = merged
+
+
+def _to_torch_gate_order(tensor: torch.Tensor) -> torch.Tensor:
+    """(4C, ...) with gate blocks (i, j, f, o) -> (4C, ...) with blocks (i, f, j, o)."""
+    i, j, f, o = tensor.chunk(4, dim=0)
+    return torch.cat([i, f, j, o])
+
+
+def _torch_lstm_weights(cell: LstmCellWithProjection) -> list[torch.Tensor]:
+    """The cell's parameters as torch's flat LSTM weights [w_ih, w_hh, b_ih, b_hh, w_hr] (one layer)."""
+    size_c = cell.cell_size
+    bias = cell.input_linearity.bias
+    forget = torch.zeros_like(bias)
+    forget[2 * size_c : 3 * size_c] = cell.forget_bias  # TF adds it at run time to the f block
+    return [
+        _to_torch_gate_order(cell.input_linearity.weight),  # (4C, I)
+        _to_torch_gate_order(cell.state_linearity.weight),  # (4C, P)
+        _to_torch_gate_order(bias + forget),  # (4C,)
+        bias.new_zeros(bias.shape),  # (4C,)
+        cell.projection.weight,  # (P, C)
+    ]
+
+
+def _can_use_torch_lstm(
+    cell: LstmCellWithProjection, device: torch.device, resets: torch.Tensor | None, use: str
+) -> bool:
+    """Whether ``cell`` may run on torch's LSTM kernel: no clips, no resets, and CUDA (``auto``) or ``on``."""
+    if use == "off" or cell.cell_clip is not None or cell.proj_clip is not None:
+        return False
+    if resets is not None and bool(resets.any()):
+        return False
+    return use == "on" or device.type == "cuda"
+
+
+def _torch_lstm_recurrence(
+    cell: LstmCellWithProjection, inputs: torch.Tensor, batch_sizes: list[int], state: State
+) -> tuple[torch.Tensor, State]:
+    """The cell over a packed sequence on torch's LSTM kernel; the contract of ``LstmCellWithProjection.forward``.
+
+    inputs (N, I) packed time-major rows sorted by length; state h (B, P), c (B, C) in the same row order.
+    Returns outputs (N, P) and every row's final state.
+    """
+    h0, c0 = state
+    sizes = torch.tensor(batch_sizes, dtype=torch.int64)  # the kernel wants them on the CPU
+    weights = _torch_lstm_weights(cell)
+    # _VF.lstm over PackedSequence data: (data, batch_sizes, hx, weights, has_biases, num_layers, dropout,
+    # train, bidirectional); hx is (layers * directions, B, P) and (layers * directions, B, C).
+    out, h, c = torch._VF.lstm(
+        inputs, sizes, (h0[None].contiguous(), c0[None].contiguous()), weights, True, 1, 0.0, False, False
+    )
+    return out, (h[0], c[0])

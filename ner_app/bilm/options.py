@@ -123,7 +123,7 @@ class BilmOptions:
     def from_model(cls, bilm: BidirectionalLM) -> BilmOptions:
         """The options that describe an existing biLM."""
         enc, lstm = bilm.token_encoder, bilm.lstm
-        cell = lstm.forward_layers[0]
+        cell = lstm.forward_layers.at(0)
         return cls(
             char_dim=enc.char_cnn.char_embed.embedding_dim,
             filters=tuple((c.kernel_size[0], c.out_channels) for c in enc.char_cnn.convs),

@@ -1,4 +1,4 @@
-"""Reading and writing the public ELMo weight format (options.json + hdf5) and our own checkpoints.
+"""Reading and writing the public ELMo weight format (options.json + hdf5), and the biLM's fingerprint.
 
 Every difference between the TF layout of the files and our PyTorch modules lives in ``_layout`` below,
 one line of reason each. Reading validates every dataset and raises ``WeightFileError`` naming the file,
@@ -7,23 +7,20 @@ the dataset, the expected and the found shape, never a raw h5py or torch traceba
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.options import BilmOptions, read_options, write_options
 from ner_app.errors import NerAppError
+from ner_app.files import atomic_path
 
 
 class WeightFileError(NerAppError):
@@ -31,7 +28,7 @@ class WeightFileError(NerAppError):
 
 
 # A layout entry: file dataset name, expected file shape, and how to go between file array and module tensor.
-Getter = Callable[[], torch.Tensor]
+Getter = Callable[..., torch.Tensor]  # called with no argument (defaults bind loop variables)
 Setter = Callable[[np.ndarray], None]
 
 
@@ -51,6 +48,7 @@ def _layout(bilm: BidirectionalLM) -> Iterator[tuple[str, tuple[int, ...], Gette
     yield "char_embed", (emb.shape[0] - 1, emb.shape[1]), lambda: emb[1:], param_setter(emb[1:], lambda a: a)
     for i, conv in enumerate(enc.char_cnn.convs):
         count, dim, width = conv.weight.shape
+        assert conv.bias is not None  # every convolution of the char CNN has a bias
         # TF conv2d kernels are (1, width, in, out); torch Conv1d weights are (out, in, width).
         yield (f"CNN/W_cnn_{i}", (1, width, dim, count), lambda c=conv: c.weight.permute(2, 1, 0)[None],
                param_setter(conv.weight, lambda a: a[0].permute(2, 1, 0)))  # fmt: skip
@@ -146,24 +144,6 @@ def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
             setter(array)
 
 
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path`` and move it into place only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it a normal file's permissions
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Write ``bilm`` as a weights hdf5 in the public ELMo layout (float32); reading it back is exact."""
     # Built in memory, then written with plain file I/O: a full disk is then an OSError from write(), where
@@ -227,33 +207,16 @@ def save_bilm(bilm: BidirectionalLM, directory: str | Path) -> tuple[Path, Path]
     return options_path, weights_path
 
 
-def save_checkpoint(bilm: BidirectionalLM, path: str | Path) -> None:
-    """Our own single-file checkpoint: safetensors with the options as metadata (loads without pickle)."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in bilm.state_dict().items()}
-    metadata = {"format": "ner_app.bilm/1", "options": json.dumps(BilmOptions.from_model(bilm).to_dict())}
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+# Salts the fingerprint; unchanged since the first layer cache, so older exports and records keep their value.
+FINGERPRINT_FORMAT = "ner_app.layer_cache/1"
 
 
-def load_checkpoint(path: str | Path, stateful: bool = False) -> BidirectionalLM:
-    """Read a checkpoint written by ``save_checkpoint``."""
-    path = Path(path)
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            metadata = f.metadata() or {}
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError) as err:
-        raise WeightFileError(f"{path}: not a ner_app biLM checkpoint (safetensors): {err}") from None
-    if metadata.get("format") != "ner_app.bilm/1":
-        raise WeightFileError(
-            f"{path}: metadata 'format' is {metadata.get('format')!r}, expected 'ner_app.bilm/1'"
-        )
-    bilm = BilmOptions.from_dict(json.loads(metadata["options"]), source=str(path)).build(stateful=stateful)
-    missing, unexpected = bilm.load_state_dict(tensors, strict=False)
-    if missing or unexpected:
-        raise WeightFileError(
-            f"{path}: tensors do not fit the options (missing {missing}, unexpected {unexpected})"
-        )
-    return bilm
+def bilm_fingerprint(bilm: BidirectionalLM) -> str:
+    """sha256 of the architecture and of every state-dict tensor (name, shape, dtype, raw bytes)."""
+    digest = hashlib.sha256(FINGERPRINT_FORMAT.encode())
+    digest.update(json.dumps(BilmOptions.from_model(bilm).to_dict(), sort_keys=True).encode())
+    for name, tensor in bilm.state_dict().items():
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"\x00{name}\x00{tuple(tensor.shape)}\x00{tensor.dtype}\x00".encode())
+        digest.update(flat.view(torch.uint8).numpy())  # raw bytes, no copy: ~1 s for 93M parameters
+    return digest.hexdigest()

@@ -8,7 +8,6 @@ so the two perplexities count the same tokens and compare directly (``document_b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,9 @@ from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from ner_app.bilm.document import MAX_POSITIONS, Context, document_contexts, stream_batches
 from ner_app.errors import MissingFileError
 from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.text.tags import is_tag
 
 IGNORE = -1  # target of a position with nothing to predict
-_NER_TAG = re.compile(r"^(O|[BIES]-\S+)$")
 Document = list[list[str]]  # a document's sentences in order
 
 
@@ -29,7 +28,7 @@ def looks_like_conll(lines: Sequence[str]) -> bool:
     """True when the first 200 non-blank lines are CoNLL rows: >= 2 columns, a NER tag last, or -DOCSTART-."""
     sample = [line.split() for line in lines[:200] if line.strip()]
     return bool(sample) and all(
-        len(cols) >= 2 and (_NER_TAG.match(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample
+        len(cols) >= 2 and (is_tag(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample
     )
 
 

@@ -19,7 +19,7 @@ from ner_app.bilm.options import BilmOptions
 from ner_app.errors import NerAppError
 from ner_app.pretrain.heldout import IGNORE, shard_batches
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
-from ner_app.training.rng_state import capture_rng_states, restore_rng_states
+from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 
 
 def run_stack(

@@ -18,9 +18,10 @@ import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping
 
 from ner_app.bilm.options import BilmOptions
-from ner_app.bilm.weights import atomic_path, load_weights, save_bilm
-from ner_app.config import BilmPretrainConfig, config_to_dict, save_config
+from ner_app.bilm.weights import load_weights, save_bilm
+from ner_app.config.load import BilmPretrainConfig, config_to_dict, save_config
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.files import atomic_path
 from ner_app.pretrain.data import StreamBatches, read_corpus
 from ner_app.pretrain.heldout import (
     context_batches,
@@ -30,12 +31,12 @@ from ner_app.pretrain.heldout import (
 )
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
-from ner_app.safe_load import SafeCheckpointIO, load_checkpoint
-from ner_app.training.devices import choose_precision
-from ner_app.training.finite import FiniteGuard
-from ner_app.training.log_progress import lightning_progress, silence_known_warnings
-from ner_app.training.moved_checkpoint import MovableCheckpoint
-from ner_app.training.run_dir import (
+from ner_app.runtime.checkpoint import SafeCheckpointIO, load_checkpoint
+from ner_app.runtime.devices import choose_precision
+from ner_app.runtime.finite import FiniteGuard
+from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
+from ner_app.runtime.moved_checkpoint import MovableCheckpoint
+from ner_app.runtime.run_dir import (
     ResumableCSVLogger,
     RunIdentity,
     check_identity,

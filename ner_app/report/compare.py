@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ner_app.config import PATH_KEYS, config_to_dict, load_config, project_root
+from ner_app.config.load import PATH_KEYS, config_to_dict, load_config, project_root
 from ner_app.errors import NerAppError
 from ner_app.report.student_t import t_quantile
-from ner_app.training.run_dir import IDENTITY_KEY, flatten_tree
+from ner_app.runtime.run_dir import IDENTITY_KEY, flatten_tree
 
 SPLITS = ("dev", "test")
 # Keys that change neither what is trained nor the result: left out of a run's recipe.

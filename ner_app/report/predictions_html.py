@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ner_app.data.schemes import split_tag
+from ner_app.text.tags import split_tag
 
 # (background, border) per type: light fills keep black text readable; CoNLL's four types keep their colours
 # whatever else the model knows, so pages of different models read alike.

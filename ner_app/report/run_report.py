@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.files import write_text
 from ner_app.report import charts
 from ner_app.report import html as h
 from ner_app.report.error_analysis import CATEGORIES, ErrorBreakdown, Span, error_breakdown, has_error, spans
@@ -132,7 +132,7 @@ def read_elmo_mixes(run_dir: Path) -> tuple[list[tuple[list[float], float]], str
             raise NerAppError(f"{export}: not a readable safetensors file ({err})") from None
         source = export
     elif best.is_file():
-        from ner_app.safe_load import load_checkpoint
+        from ner_app.runtime.checkpoint import load_checkpoint
 
         state, source = load_checkpoint(best).get("state_dict", {}), best
     else:
@@ -270,13 +270,7 @@ def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write the report (default ``run_dir/report.html``) atomically: a reader never sees half a page."""
     page = build_report(run_dir)
     out = Path(output) if output is not None else Path(run_dir) / "report.html"
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return write_text(out, page)
 
 
 def report_after_training(run_dir: Path) -> Path | None:

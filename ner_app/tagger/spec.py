@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from ner_app.bilm.document import MAX_POSITIONS
-from ner_app.data.schemes import convert
-from ner_app.data.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.errors import NerAppError
+from ner_app.text.tags import convert
+from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 
 SPEC_FORMAT = "ner_app.tagger/2"
 READABLE_FORMATS = ("ner_app.tagger/1", SPEC_FORMAT)  # /1: the same layout, written as an untyped dict

@@ -1,0 +1,172 @@
+"""The command line's argparse tree: every command, its arguments and help (``python -m ner_app --help``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {value}")
+    return value
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``train`` (shared with ``train.py``)."""
+    parser.add_argument("--config", required=True, help="a YAML file in configs/")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ner_app", description="ELMo BiLSTM-CRF named-entity tagging."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="train and evaluate the tagger (the same as python train.py)",
+        description="Trains on train.txt, keeps the epoch with the best dev entity F1, evaluates it on dev and "
+        "test, and writes reports, metrics, checkpoints and an export into output_dir.",
+    )
+    add_train_arguments(train)
+
+    embed = commands.add_parser(
+        "embed",
+        help="write every biLM layer of every sentence of a text file to hdf5",
+        description="One sentence per line, tokens separated by single spaces. The output hdf5 has one float32 "
+        "dataset per input line, named by its 0-based line number, of shape (L+1, n_tokens, 2P).",
+    )
+    embed.add_argument("--options", required=True, help="biLM options.json")
+    embed.add_argument("--weights", required=True, help="biLM weights hdf5")
+    embed.add_argument("--input", required=True, help="sentences, one per line")
+    embed.add_argument("--output", required=True, help="output hdf5 file")
+    embed.add_argument("--batch-size", type=positive_int, default=64)
+    embed.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
+    embed.add_argument(
+        "--stateful", action="store_true", help="carry LSTM state across batches (reference parity)"
+    )
+    embed.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    embed.add_argument(
+        "--context", default="sentence", choices=["sentence", "document"],
+        help="document: consecutive non-empty lines form a document read as one stream; an empty line ends it",
+    )  # fmt: skip
+    embed.add_argument(
+        "--max-stream-positions", type=int, default=2048,
+        help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence)",
+    )  # fmt: skip
+    embed.add_argument(
+        "--outputs", metavar="NAMES",
+        help="write TF-Hub ELMo's named outputs instead: 'all' or a comma-separated subset of word_emb,"
+        "lstm_outputs1,lstm_outputs2,elmo,default; one hdf5 group per line (docs/tfhub_outputs.md)",
+    )  # fmt: skip
+    embed.add_argument(
+        "--scalar-mix",
+        metavar="W0,W1,...",
+        help="with --outputs: pre-softmax layer weights (default uniform)",
+    )
+    embed.add_argument("--gamma", type=float, help="with --outputs: the mix's scale (default 1)")
+    embed.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16"],
+        help="bf16: autocast on CPUs with AVX512-BF16/AMX or on a GPU (faster, not bit-exact); output stays float32",
+    )  # fmt: skip
+
+    export = commands.add_parser(
+        "export",
+        help="export a train.py checkpoint: safetensors weights, JSON vocabularies and spec, the biLM files",
+        description="Writes DIR/model.safetensors, DIR/tagger.json and DIR/bilm/{options.json,weights.hdf5}; "
+        "loading it runs no pickle.",
+    )
+    export.add_argument("--checkpoint", required=True, help="a checkpoint from RUN/checkpoints/")
+    export.add_argument("--output", required=True, help="the export directory")
+
+    predict = commands.add_parser(
+        "predict",
+        help="tag raw text (JSON lines with character offsets) or CoNLL tokens with an exported model",
+        description="text: each input line is tokenised like CoNLL-2003 and gives one JSON object "
+        '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
+        "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
+    )
+    predict.add_argument("--model", required=True, help="an export directory")
+    predict.add_argument("--input", required=True, help="a file, or - for standard input")
+    predict.add_argument(
+        "--format", default="text", choices=["text", "conll", "html"],
+        help="html: one self-contained page, the text with its entities highlighted by type",
+    )  # fmt: skip
+    predict.add_argument("--batch-size", type=positive_int, default=64)
+    predict.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
+    predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare finished runs: dev/test F1 mean +/- std per config, per entity type, paired by seed",
+        description="Groups the run folders by config (seed, output_dir, threads, logging and cache keys left "
+        "out) and data, and prints Markdown tables: F1 mean +/- sample std over seeds, per entity type, and "
+        "per-seed differences between configs that share seeds (docs/compare_and_predict_html.md).",
+    )
+    compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
+    compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
+
+    pretrain = commands.add_parser(
+        "pretrain-bilm",
+        help="pretrain a biLM on raw text and export it in the public ELMo format",
+        description="Trains forward and backward LMs with a shared sampled softmax (the bilm-tf recipe), then "
+        "writes options.json, weights.hdf5, softmax.hdf5, vocab.txt and metrics.json into output_dir.",
+    )
+    pretrain.add_argument("--config", required=True, help="a YAML file such as configs/bilm_news.yaml")
+    pretrain.add_argument(
+        "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
+    )
+    pretrain.add_argument("--threads", type=positive_int, help="torch CPU threads (same as train.threads=N)")
+    pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+
+    ppl = commands.add_parser(
+        "bilm-perplexity",
+        help="exact held-out perplexity of a pretrain-bilm output folder, per direction and context",
+        description="Scores held-out files (one sentence a line, blank lines between documents, or CoNLL files) "
+        "with the exported LMs (options.json, weights.hdf5, softmax.hdf5, vocab.txt) and the full softmax, each "
+        "sentence alone and/or each document as one stream (docs/pretraining.md).",
+    )
+    ppl.add_argument("run_dir", metavar="RUN_DIR", help="a pretrain-bilm output_dir")
+    ppl.add_argument("--heldout", nargs="+", required=True, metavar="FILE", help="held-out text files")
+    ppl.add_argument(
+        "--context", nargs="+", choices=["sentence", "document"], default=["sentence", "document"]
+    )
+    ppl.add_argument("--max-sentences", type=positive_int, help="only the first N sentences of each file")
+    ppl.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+
+    report = commands.add_parser(
+        "report",
+        help="write a run folder's self-contained HTML report (curves, per-type scores, errors, ELMo weights)",
+        description="Reads metrics.json, logs/metrics.csv, predictions_{dev,test}.conll and the trained weights "
+        "of a train.py run folder and writes one HTML file with its images embedded (docs/report.md).",
+    )
+    report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
+    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
+
+    from ner_app.serve.download import DEFAULT_BASE_URL, MODELS  # no torch at import: cheap for every command
+
+    download = commands.add_parser(
+        "download-elmo",
+        help="download a public AllenNLP ELMo (options.json and weights hdf5), resumable and checked",
+        description="Fetches the options and weights of an AllenNLP ELMo into --output (an interrupted download "
+        "resumes from DIR/NAME.part), checks size, checksum where one is known, and structure, then prints the "
+        "elmo.options=... and elmo.weights=... overrides that use them (docs/download.md).",
+    )
+    download.add_argument("model", choices=list(MODELS), help="which ELMo")
+    download.add_argument("--output", required=True, help="the folder to download into")
+    download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="a mirror with the same layout")
+    return parser

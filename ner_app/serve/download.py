@@ -1,0 +1,271 @@
+"""``python -m ner_app download-elmo NAME --output DIR``: the public AllenNLP ELMo files, resumable and checked.
+
+Each file streams into ``DIR/<name>.part`` (an interrupted download continues there with an HTTP Range request,
+in this run or the next) and takes its final name by an atomic rename only after every check passed:
+
+- size: the server's declared length, and the published size where one is known;
+- checksum: the published SHA-256 where one is known; otherwise the server's ETag when it is an MD5 (Amazon S3,
+  which serves these files, gives a single-part upload's MD5 as its ETag);
+- structure: options.json must parse (``read_options``) and describe the published architecture; the weights
+  must fill that biLM dataset by dataset (``load_bilm``: every shape, dtype and value) with the published
+  parameter count.
+
+No size or checksum of these four models is published that we found: allennlp.org/elmo links the files and gives
+each model's parameter count, LSTM sizes and highway layers, nothing more (docs/download.md). The ``size`` and
+``sha256`` fields stay ``None`` until a source exists; none is made up here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
+from urllib.request import Request, urlopen
+
+from ner_app.errors import NerAppError
+from ner_app.files import sha256_file
+from ner_app.progress import progress_bar
+
+DEFAULT_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+CHUNK = 1 << 20  # bytes per read
+ATTEMPTS = 3  # connections per file in one run before giving up (the .part stays for the next run)
+TIMEOUT_S = 60  # a silent connection this long counts as lost
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    """One file as published: its name, and its size and SHA-256 where a public source gives them."""
+
+    name: str
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ElmoModel:
+    """A public ELMo biLM: where its files live and the architecture the allennlp.org/elmo table gives."""
+
+    folder: str  # the folder under the base URL, also the files' name stem
+    lstm_dim: int  # "LSTM hidden size"
+    projection_dim: int  # "output size"
+    n_highway: int  # "# highway layers"
+    parameters_millions: float  # "# parameters (millions)", one decimal
+    options: PublishedFile
+    weights: PublishedFile
+
+    def url(self, base_url: str, file: PublishedFile) -> str:
+        return f"{base_url.rstrip('/')}/{self.folder}/{file.name}"
+
+
+def _model(folder: str, lstm_dim: int, projection_dim: int, n_highway: int, millions: float) -> ElmoModel:
+    # Every name reads LAYERSxCELL_PROJECTION_CNNcnn_HIGHWAYxhighway: 2 LSTM layers, 2048 char-CNN filters.
+    return ElmoModel(folder, lstm_dim, projection_dim, n_highway, millions,
+                     PublishedFile(f"elmo_{folder}_options.json"), PublishedFile(f"elmo_{folder}_weights.hdf5"))  # fmt: skip
+
+
+MODELS = {
+    "small": _model("2x1024_128_2048cnn_1xhighway", 1024, 128, 1, 13.6),
+    "medium": _model("2x2048_256_2048cnn_1xhighway", 2048, 256, 1, 28.0),
+    "original": _model("2x4096_512_2048cnn_2xhighway", 4096, 512, 2, 93.6),
+    "5.5B": _model("2x4096_512_2048cnn_2xhighway_5.5B", 4096, 512, 2, 93.6),  # original's shape, 5.5B tokens
+}
+N_LAYERS, N_FILTERS = 2, 2048
+
+
+class _Interrupted(Exception):
+    """The connection ended before the whole file came."""
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _unreachable(url: str, err: URLError | OSError) -> NerAppError:
+    """One line for an offline machine, a failed DNS lookup, a refused or a timed-out connection."""
+    reason = err.reason if isinstance(err, URLError) else err
+    host = urlsplit(url).netloc
+    if isinstance(reason, socket.gaierror):
+        what = f"cannot resolve host {urlsplit(url).hostname} (offline, or no DNS)"
+    elif isinstance(reason, ConnectionRefusedError):
+        what = f"connection refused by {host}"
+    elif isinstance(reason, TimeoutError | socket.timeout):
+        what = f"no answer from {host} within {TIMEOUT_S} s"
+    else:
+        what = f"cannot connect to {host} ({reason})"
+    return NerAppError(f"{url}: {what}; check the network, or give a reachable mirror with --base-url")
+
+
+def _content_range_total(value: str | None) -> int | None:
+    match = re.fullmatch(r"bytes (?:\d+-\d+|\*)/(\d+)", (value or "").strip())
+    return int(match.group(1)) if match else None
+
+
+def _fetch_once(url: str, part: Path) -> tuple[int | None, str | None]:
+    """Append the rest of ``url`` to ``part``; returns (the file's full size if declared, the ETag)."""
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"User-Agent": "ner_app-download-elmo", "Accept-Encoding": "identity"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    try:
+        response = urlopen(Request(url, headers=headers), timeout=TIMEOUT_S)
+    except HTTPError as err:
+        total = _content_range_total(err.headers.get("Content-Range"))
+        if err.code == 416 and have and total == have:  # the .part already holds the whole file
+            return total, err.headers.get("ETag")
+        if err.code == 416 and have:  # a .part longer than the file: start over
+            part.unlink()
+            return _fetch_once(url, part)
+        raise NerAppError(f"{url}: HTTP {err.code} {err.reason}") from None
+    except (URLError, OSError) as err:
+        raise _unreachable(url, err) from None
+    with response:
+        etag = response.headers.get("ETag")
+        if response.status == 206:
+            start = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+            if start is None or int(start.group(1)) != have:  # not the range asked for: start over
+                part.unlink()
+                return _fetch_once(url, part)
+            total = _content_range_total(response.headers.get("Content-Range"))
+        else:  # 200: the whole file (a server without Range support), so the .part starts over
+            have = 0
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+        if have:
+            _say(f"{part.name}: resuming at byte {have:,}")
+        bar = progress_bar(total, part.name[: -len(".part")], unit="B")
+        bar.update(have)
+        try:
+            with open(part, "ab" if have else "wb") as out:
+                while chunk := response.read(CHUNK):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+        except (http.client.HTTPException, ConnectionError, TimeoutError) as err:
+            raise _Interrupted(str(err) or type(err).__name__) from None
+        finally:
+            bar.close()
+    size = part.stat().st_size
+    if total is not None and size < total:
+        raise _Interrupted(f"{size:,} of {total:,} bytes")
+    return total, etag
+
+
+def _verify(url: str, part: Path, file: PublishedFile, total: int | None, etag: str | None) -> str:
+    """Size and checksum of a finished ``part``; returns what was checked. A failure removes it."""
+    size, problem, checked = part.stat().st_size, "", []
+    for expected, source in ((total, "the server's Content-Length"), (file.size, "the published size")):
+        if expected is not None:
+            checked.append(f"size ({source})")
+            problem = problem or (
+                f"{size:,} bytes, expected {expected:,} from {source}" if size != expected else ""
+            )
+    tag = (etag or "").strip('"')
+    if file.sha256:
+        found, checked = sha256_file(part, "sha256"), [*checked, "published SHA-256"]
+        problem = problem or (f"SHA-256 {found}, expected {file.sha256}" if found != file.sha256 else "")
+    elif re.fullmatch(r"[0-9a-f]{32}", tag):
+        found, checked = sha256_file(part, "md5"), [*checked, "MD5 (the server's ETag)"]
+        problem = problem or (f"MD5 {found}, expected {tag} from the server's ETag" if found != tag else "")
+    if problem:
+        part.unlink()
+        raise NerAppError(f"{url}: the download does not match: {problem}; removed it, run the command again")
+    return ", ".join(checked) or "nothing (the server gave no size)"
+
+
+def fetch(url: str, dest: Path, file: PublishedFile) -> str:
+    """Download ``url`` into ``dest.part`` (resuming), check size and checksum; returns what was checked.
+
+    The caller renames the .part into place once the content checks passed too."""
+    part = dest.with_name(dest.name + ".part")
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            total, etag = _fetch_once(url, part)
+            return _verify(url, part, file, total, etag)
+        except _Interrupted as err:
+            if attempt == ATTEMPTS:
+                raise NerAppError(
+                    f"{url}: the connection broke {ATTEMPTS} times (last: {err}); {part} keeps what came, "
+                    "run the same command again to resume"
+                ) from None
+            _say(f"{url}: connection lost ({err}); resuming")
+            time.sleep(attempt - 1)
+    raise AssertionError("unreachable")
+
+
+def check_options(path: Path, model: ElmoModel, name: str) -> None:
+    """options.json parses and describes the published architecture of ``model``."""
+    from ner_app.bilm.options import read_options  # torch: imported once a file is there to check
+
+    options = read_options(path)
+    found = (options.n_layers, options.lstm_dim, options.projection_dim, options.n_highway,
+             sum(count for _, count in options.filters))  # fmt: skip
+    expected = (N_LAYERS, model.lstm_dim, model.projection_dim, model.n_highway, N_FILTERS)
+    if found != expected:
+        raise NerAppError(
+            f"{path}: not the {name} ELMo: (layers, LSTM size, projection, highway layers, char-CNN filters) "
+            f"is {found}, expected {expected}"
+        )
+
+
+def check_weights(options_path: Path, weights_path: Path, model: ElmoModel, name: str) -> None:
+    """The weights fill the biLM of the options (every dataset) and have the published parameter count."""
+    from ner_app.bilm.weights import load_bilm
+
+    bilm = load_bilm(options_path, weights_path)
+    millions = round(sum(p.numel() for p in bilm.parameters()) / 1e6, 1)
+    if millions != model.parameters_millions:
+        raise NerAppError(
+            f"{weights_path}: {millions}M parameters, the {name} ELMo has {model.parameters_millions}M"
+        )
+
+
+def _place(part: Path, dest: Path, check: Callable[[], object]) -> None:
+    """Rename ``part`` to ``dest`` if ``check`` (of the part's content) passes; otherwise remove the part."""
+    try:
+        check()
+    except NerAppError as err:
+        part.unlink()
+        raise NerAppError(f"{err} (the download was refused and removed)") from None
+    os.replace(part, dest)
+
+
+def download_elmo(name: str, output: str | Path, base_url: str = DEFAULT_BASE_URL) -> tuple[Path, Path]:
+    """Fetch and check the options and weights of ELMo ``name`` into ``output``; returns both paths."""
+    if name not in MODELS:
+        raise NerAppError(f"unknown ELMo model {name!r}; expected one of {', '.join(MODELS)}")
+    if urlsplit(base_url).scheme not in ("http", "https"):
+        raise NerAppError(f"--base-url {base_url}: expected an http:// or https:// address")
+    model, folder = MODELS[name], Path(output)
+    if folder.exists() and not folder.is_dir():
+        raise NerAppError(f"--output {folder}: is a file, expected a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    options_path, weights_path = folder / model.options.name, folder / model.weights.name
+    for file, dest in ((model.options, options_path), (model.weights, weights_path)):
+        if dest.exists():
+            _say(f"{dest}: already downloaded; checking it")
+            try:
+                if file is model.options:
+                    check_options(dest, model, name)
+                else:
+                    check_weights(options_path, dest, model, name)
+            except NerAppError as err:
+                raise NerAppError(f"{err} (delete it to download it again)") from None
+            continue
+        url = model.url(base_url, file)
+        _say(f"{url} -> {dest}")
+        checked = fetch(url, dest, file)
+        part = dest.with_name(dest.name + ".part")
+        if file is model.options:
+            _place(part, dest, partial(check_options, part, model, name))
+        else:
+            _place(part, dest, partial(check_weights, options_path, part, model, name))
+        _say(f"{dest}: checked {checked}, and its content")
+    return options_path.resolve(), weights_path.resolve()

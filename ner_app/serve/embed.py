@@ -1,0 +1,139 @@
+"""``python -m ner_app embed``: every biLM layer of every sentence of a text file, into an hdf5 file."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Literal
+
+import h5py
+import numpy as np
+import torch
+
+from ner_app.bilm.bilm import BidirectionalLM, remove_sentence_boundaries
+from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.document import (
+    MAX_POSITIONS,
+    ContextMode,
+    Stream,
+    document_contexts,
+    stream_batches,
+    stream_layers,
+)
+from ner_app.errors import NerAppError
+from ner_app.files import atomic_path
+from ner_app.progress import progress_bar, track
+
+Precision = Literal["fp32", "bf16"]
+
+
+def inference_autocast(device: str, precision: Precision) -> AbstractContextManager[object]:
+    """bf16: matmuls and convolutions in bfloat16 (AMX / AVX512-BF16 CPUs, GPUs), state and outputs float32."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    return torch.autocast(kind, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def read_sentences(path: str | Path) -> list[list[str]]:
+    """One sentence per line, tokens separated by single spaces; an empty line is an empty sentence."""
+    path = Path(path)
+    sentences = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise NerAppError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
+            sentences.append(line.split(" ") if line else [])
+    return sentences
+
+
+def length_batches(lengths: list[int], batch_size: int, keep_order: bool) -> list[list[int]]:
+    """Indices grouped into batches of similar length (or in input order, which stateful mode needs)."""
+    order = list(range(len(lengths))) if keep_order else sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def line_documents(sentences: list[list[str]]) -> list[range]:
+    """Documents of an ``embed`` input: runs of consecutive non-empty lines (an empty line ends one)."""
+    documents, start = [], None
+    for i, sentence in enumerate([*sentences, []]):
+        if sentence and start is None:
+            start = i
+        elif not sentence and start is not None:
+            documents.append(range(start, i))
+            start = None
+    return documents
+
+
+@torch.inference_mode()
+def embed_file(
+    bilm: BidirectionalLM,
+    input_path: str | Path,
+    output_path: str | Path,
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool = True,
+    context: ContextMode = "sentence",
+    max_stream_positions: int = MAX_POSITIONS,
+    precision: Precision = "fp32",
+) -> int:
+    """Write one float32 dataset per input line, named by its 0-based line number, shape (L+1, n_tokens, 2P).
+
+    Sentence boundaries are removed. A stateful biLM sees the sentences in file order. With ``context``
+    "document" every run of non-empty lines is one document read as a stream (docs/document_context.md);
+    an empty line ends it and still gets its own empty dataset. ``precision`` "bf16" runs the biLM under bf16
+    autocast (faster on CPUs with AMX, not bit-exact; the file stays float32). Returns the count.
+    """
+    sentences = read_sentences(input_path)
+    bilm = bilm.to(device).eval()
+    if context == "document":
+        if bilm.stateful:
+            raise NerAppError(
+                "--stateful and --context document cannot be combined (a stream starts at zero state)"
+            )
+        with inference_autocast(device, precision):
+            return _embed_documents(bilm, sentences, output_path, max_stream_positions, progress)
+    batches = length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful)
+    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+        bar = progress_bar(
+            len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
+        )
+        for batch in batches:
+            with inference_autocast(device, precision):
+                result = bilm(batch_to_ids([sentences[i] for i in batch]).to(device))
+            layers = []
+            for layer in result.layers:
+                stripped, mask = remove_sentence_boundaries(layer, result.mask)
+                layers.append(stripped.float().cpu().numpy())
+            stacked = np.stack(layers, axis=1)  # (B, L+1, T, 2P)
+            for row, index in enumerate(batch):
+                out.create_dataset(str(index), data=stacked[row, :, : len(sentences[index])])
+            bar.update(len(batch))
+        bar.close()
+    return len(sentences)
+
+
+def _embed_documents(
+    bilm: BidirectionalLM,
+    sentences: list[list[str]],
+    output_path: str | Path,
+    max_positions: int,
+    progress: bool,
+) -> int:
+    """``embed_file`` in document context: streams batched by length, each sentence's rows without <S>/</S>."""
+    jobs: list[tuple[int, Stream]] = []  # (input line of a stream's first sentence, the stream)
+    for doc in line_documents(sentences):
+        contexts = document_contexts([sentences[i] for i in doc], max_positions)
+        jobs += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
+    empty = np.zeros((bilm.num_layers, 0, bilm.output_dim), dtype=np.float32)
+    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+        for i, sentence in enumerate(sentences):
+            if not sentence:
+                out.create_dataset(str(i), data=empty)
+        groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in jobs]))
+        for group in track(groups, "embed", unit="batch", enabled=progress and len(groups) >= 2):
+            chosen = [jobs[g] for g in group]
+            for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
+                for k, rows in enumerate(layers):  # (L+1, n+2, 2P)
+                    out.create_dataset(str(line + k), data=rows[:, 1:-1].float().cpu().numpy())
+    return len(sentences)

@@ -1,0 +1,114 @@
+"""The tagger as files (``tagger.json`` spec + ``model.safetensors`` weights + the biLM files): export, load.
+
+The spec (``ner_app.tagger.spec.TaggerSpec``) is everything needed to rebuild a trained tagger without the
+training data; it is stored in every Lightning checkpoint too. An export loads without pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
+from ner_app.errors import NerAppError
+from ner_app.files import atomic_folder
+from ner_app.tagger.integrity import (
+    INTEGRITY_KEY,
+    check_spec_sizes,
+    check_tensors,
+    integrity_record,
+    verify_integrity,
+)
+from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.spec import SPEC_FORMAT, ElmoRef, SpecError, TaggerSpec
+
+
+class ExportError(NerAppError):
+    """An export directory or checkpoint that cannot be loaded."""
+
+
+def check_bilm(elmo: ElmoRef, bilm: BidirectionalLM, source: str) -> None:
+    """The biLM must be the one the tagger was trained with: same fingerprint of its weights."""
+    found = bilm_fingerprint(bilm)
+    if elmo.fingerprint != found:
+        raise ExportError(
+            f"{source}: the biLM weights differ from those the tagger was trained with "
+            f"(fingerprint {found[:16]}..., expected {elmo.fingerprint[:16]}...)"
+        )
+
+
+def load_spec_bilm(spec: TaggerSpec, root: Path, source: str) -> BidirectionalLM | None:
+    """The spec's biLM, its paths taken relative to ``root``, checked against the fingerprint."""
+    if spec.elmo is None:
+        return None
+    bilm = load_bilm(root / spec.elmo.options, root / spec.elmo.weights)
+    check_bilm(spec.elmo, bilm, source)
+    return bilm
+
+
+def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path) -> Path:
+    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``,
+    all or nothing (a temporary folder renamed into place); non-finite weights are refused."""
+    out = Path(output_dir)
+    state = tagger.trained_state()
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ExportError(f"{out}: refusing to export non-finite weights ({', '.join(bad[:3])})")
+    with atomic_folder(out) as tmp:
+        if spec.elmo is not None:
+            assert tagger.elmo is not None
+            save_bilm(tagger.elmo.bilm, tmp / "bilm")  # exact: the public format round-trips bit for bit
+            spec = dataclasses.replace(
+                spec,
+                elmo=dataclasses.replace(spec.elmo, options="bilm/options.json", weights="bilm/weights.hdf5"),
+            )
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": SPEC_FORMAT})
+        data = spec.to_json()
+        data[INTEGRITY_KEY] = integrity_record(data, tmp / "model.safetensors")
+        (tmp / "tagger.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
+    return out
+
+
+def read_spec(path: Path) -> tuple[TaggerSpec, dict[str, Any]]:
+    """A ``tagger.json`` (this version's or an older export's) as a spec, and as the JSON data it was."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ExportError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise ExportError(f"{path}: not a JSON file (byte {err.start} is not UTF-8)") from None
+    if isinstance(data, dict):
+        check_spec_sizes(data, str(path))  # bounds before anything is built from it
+    return TaggerSpec.from_json(data, str(path)), data
+
+
+def load_export(export_dir: str | Path, device: str = "cpu") -> tuple[BiLstmCrfTagger, TaggerSpec]:
+    """Load an export (no pickle anywhere: JSON, safetensors, hdf5), verifying checksums, sizes, dtypes, shapes
+    and finiteness first. Returns the tagger in eval mode and its spec."""
+    root = Path(export_dir)
+    if not root.is_dir():
+        raise ExportError(f"{root}: not a folder (expected an export directory)")
+    spec_path, weights_path = root / "tagger.json", root / "model.safetensors"
+    for path in (spec_path, weights_path):
+        if not path.is_file():
+            raise ExportError(f"{root}: not a ner_app export (missing {path.name})")
+    spec, data = read_spec(spec_path)
+    verify_integrity(data, weights_path, spec_path)
+    tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, root, str(root)))
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as err:
+        raise ExportError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    check_tensors(state, tagger.trained_state(), str(weights_path))
+    tagger.load_trained_state(state, str(weights_path))
+    return tagger.to(device).eval(), spec
+
+
+__all__ = ["ExportError", "SpecError", "export_model", "load_export", "load_spec_bilm", "read_spec"]

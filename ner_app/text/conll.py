@@ -1,0 +1,111 @@
+"""Reading CoNLL-style files (token first, NER tag last) with errors that name file, line and expectation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ner_app.errors import NerAppError
+from ner_app.text.tags import is_tag
+
+DOCSTART = "-DOCSTART-"
+# O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
+
+
+class ConllFormatError(NerAppError):
+    """A CoNLL file that cannot be read; the message names the file, the line and what was expected."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: tokens and their tags, the 1-based line of its first token and its document index."""
+
+    tokens: list[str]
+    tags: list[str]
+    line: int
+    doc: int
+
+
+def _columns_expected(n: int) -> str:
+    return "token tag" if n == 2 else "token ... tag"
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        bad = data[err.start]
+        raise ConllFormatError(
+            f"{path}:{line}: expected UTF-8 text, found byte 0x{bad:02x} at column {column} "
+            "that is not valid UTF-8"
+        ) from None
+
+
+def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
+    """Read a CoNLL file: one ``token ... tag`` line per token, blank lines between sentences.
+
+    ``-DOCSTART-`` lines start a new document (documents are numbered from 0) and are not sentences.
+    Every token line must have the same number (>= 2) of whitespace-separated columns as the first one.
+    Raises ``ConllFormatError`` on the first problem.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        text = _decode(path, f.read())
+    text = text.removeprefix("\ufeff")  # a UTF-8 BOM would glue itself to the first -DOCSTART- token
+
+    sentences: list[Sentence] = []
+    n_columns = 0  # set by the first token line
+    doc = -1  # becomes 0 at the first -DOCSTART- or at the first sentence when there is none
+    tokens: list[str] = []
+    tags: list[str] = []
+    start = 0
+
+    def flush() -> None:
+        nonlocal tokens, tags, doc
+        if tokens:
+            doc = max(doc, 0)
+            sentences.append(Sentence(tokens, tags, start, doc))
+            tokens, tags = [], []
+
+    # split("\n"), not splitlines(): that also breaks on \x0b, \x1c, \u2028..., which would shift line numbers
+    for number, raw in enumerate(text.split("\n"), start=1):
+        fields = raw.split()
+        if not fields:
+            flush()
+            continue
+        if fields[0] == DOCSTART:
+            # the marker's other columns differ between files (-X- O O vs -X- -X- O): not checked
+            flush()
+            doc += 1
+            continue
+        if n_columns == 0:
+            if len(fields) < 2:
+                raise ConllFormatError(
+                    f"{path}:{number}: expected at least 2 columns (token ... tag), found 1: {raw.strip()!r}"
+                )
+            n_columns = len(fields)
+        elif len(fields) != n_columns:
+            raise ConllFormatError(
+                f"{path}:{number}: expected {n_columns} columns ({_columns_expected(n_columns)}), "
+                f"found {len(fields)}: {raw.strip()!r}"
+            )
+        tag = fields[-1]
+        if not is_tag(tag):
+            raise ConllFormatError(
+                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in the last column, "
+                f"found {tag!r}: {raw.strip()!r}"
+            )
+        if not tokens:
+            start = number
+        tokens.append(fields[0])
+        tags.append(tag)
+    flush()
+
+    if not sentences:
+        raise ConllFormatError(
+            f"{path}: no sentences found "
+            "(expected CoNLL format: token ... tag per line, blank line between sentences)"
+        )
+    return sentences

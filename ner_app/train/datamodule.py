@@ -1,0 +1,299 @@
+"""Batches for the tagger: encoding, collate, a length-bucketed (DDP-sharded) batch sampler, the LightningDataModule."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.document import document_contexts, document_keys
+from ner_app.tagger.batch import Batch, Context
+from ner_app.tagger.spec import TaggerSpec
+from ner_app.text.vocab import Vocab
+from ner_app.train.corpus import SPLITS, Corpus, Split
+from ner_app.train.layer_cache import LayerCache
+
+MAX_WORD_CHARS = 30  # the tagger's char CNN sees at most this many characters of a token
+
+
+def encode_batch(
+    sentences: Sequence[Sequence[str]],
+    word_vocab: Vocab,
+    char_vocab: Vocab,
+    tags: Sequence[Sequence[str]] | None = None,
+    tag_vocab: Vocab | None = None,
+    index: Sequence[int] | None = None,
+    max_word_chars: int = MAX_WORD_CHARS,
+) -> Batch:
+    """Tensors for a batch of non-empty tokenised sentences (and their tags in the training scheme).
+
+    Keys: ``words`` (B, T), ``chars`` (B, T, W) with W the longest token capped at ``max_word_chars``,
+    ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default
+    0..B-1) and, when ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides).
+    """
+    lengths = [len(s) for s in sentences]
+    if not sentences or min(lengths) == 0:
+        raise ValueError("encode_batch needs at least one sentence and no empty sentences")
+    batch, longest = len(sentences), max(lengths)
+    width = max(1, min(max(len(t) for s in sentences for t in s), max_word_chars))
+    # built in numpy: multi-threaded torch fills of small tensors were ~100x slower on a busy 2-core machine
+    words = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
+    chars = np.zeros((batch, longest, width), dtype=np.int64)  # (B, T, W)
+    mask = np.zeros((batch, longest), dtype=bool)  # (B, T)
+    for b, sentence in enumerate(sentences):
+        n = len(sentence)
+        words[b, :n] = word_vocab.encode(sentence)
+        mask[b, :n] = True
+        for j, token in enumerate(sentence):
+            ids = char_vocab.encode(token[:width])
+            chars[b, j, : len(ids)] = ids
+
+    out: Batch = {
+        "words": torch.from_numpy(words),
+        "chars": torch.from_numpy(chars),
+        "elmo_chars": batch_to_ids(sentences),  # (B, T, 50)
+        "mask": torch.from_numpy(mask),
+        "tokens": [list(s) for s in sentences],
+        "index": torch.tensor(list(index) if index is not None else range(batch), dtype=torch.long),  # (B,)
+    }
+    if tags is not None:
+        if tag_vocab is None:
+            raise ValueError("encode_batch got tags but no tag_vocab")
+        if [len(t) for t in tags] != lengths:
+            raise ValueError("encode_batch: every tag sequence must be as long as its sentence")
+        tag_ids = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
+        for b, sentence_tags in enumerate(tags):
+            tag_ids[b, : len(sentence_tags)] = tag_vocab.encode(sentence_tags)
+        out["tags"] = torch.from_numpy(tag_ids)
+    return out
+
+
+class Collator:
+    """``collate_fn`` for ``(index, tokens, tags)`` items: encodes with the spec's vocabularies and, with a
+    layer cache, adds the frozen biLM's layers read from disk. A class so that worker processes can pickle it."""
+
+    def __init__(
+        self,
+        spec: TaggerSpec,
+        layer_cache: LayerCache | None = None,
+        elmo_contexts: Sequence[Context] | None = None,
+        elmo_keys: Sequence[bytes] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.layer_cache = layer_cache
+        # Document context (docs/document_context.md), by dataset index: each sentence's stream and position
+        # (the biLM runs on them), or its layer-cache key.
+        self.elmo_contexts, self.elmo_keys = elmo_contexts, elmo_keys
+
+    def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> Batch:
+        index, tokens, tags = zip(*items, strict=True)
+        spec = self.spec
+        batch = encode_batch(
+            tokens, spec.word_vocab, spec.char_vocab, tags, spec.tag_vocab, index, spec.max_word_chars
+        )
+        if self.layer_cache is not None and self.elmo_keys is not None:
+            keys = [self.elmo_keys[i] for i in index]
+            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup_keys(keys, tokens)
+        elif self.layer_cache is not None:
+            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
+        elif self.elmo_contexts is not None:
+            batch["elmo_context"] = [self.elmo_contexts[i] for i in index]
+        return batch
+
+
+class LengthBucketSampler(Sampler[list[int]]):
+    """Batches of sentences of similar length.
+
+    With ``shuffle``: indices are shuffled, cut into chunks of ``bucket_batches`` batches, sorted by length
+    within each chunk and cut into batches, and the batches are shuffled; the random generator is seeded
+    with ``seed + epoch`` (``set_epoch``), so every epoch is reproducible. Without: batches in increasing
+    length order. Every index occurs exactly once (``drop_last`` drops the one short batch, if any).
+
+    Under DDP (``num_replicas`` > 1) every rank builds the same batches of the epoch and takes every
+    ``num_replicas``-th one from ``rank`` on: the shares are disjoint. So that all ranks run the same number of
+    steps, a shuffled (training) epoch drops its last ``len % num_replicas`` batches, and an ordered
+    (evaluation) one repeats its first batches to fill the last round; evaluation keys its results by the
+    sentence ``index``, so a repeat changes nothing.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_size: int,
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_last: bool = False,
+        bucket_batches: int = 50,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank must be in [0, {num_replicas}), got {rank}")
+        self.num_replicas, self.rank = num_replicas, rank
+        self.lengths = list(lengths)
+        # private on purpose: Lightning re-creates samplers that have both batch_size and drop_last attributes
+        # as cls(sampler, batch_size=..., drop_last=...), which this signature does not follow
+        self._batch_size = batch_size
+        self._drop_last = drop_last
+        self.shuffle = shuffle
+        self.seed = seed
+        self.bucket_batches = bucket_batches
+        self.epoch = 0
+
+    @property
+    def sampler(self) -> LengthBucketSampler:
+        """Itself: Lightning calls ``set_epoch`` on ``batch_sampler.sampler`` at the start of every epoch."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the shuffle of this epoch."""
+        self.epoch = epoch
+
+    def all_batches(self) -> list[list[int]]:
+        """The batches of the current epoch over all ranks."""
+        size, key = self._batch_size, self.lengths.__getitem__
+        if not self.shuffle:
+            order = sorted(range(len(self.lengths)), key=key)  # stable: ties stay in file order
+            batches = [order[i : i + size] for i in range(0, len(order), size)]
+        else:
+            rng = random.Random(self.seed + self.epoch)
+            perm = list(range(len(self.lengths)))
+            rng.shuffle(perm)
+            chunk = size * self.bucket_batches  # a multiple of size: only the very last batch can be short
+            batches = []
+            for start in range(0, len(perm), chunk):
+                part = sorted(perm[start : start + chunk], key=key)
+                batches.extend(part[i : i + size] for i in range(0, len(part), size))
+            rng.shuffle(batches)
+        if self._drop_last:
+            batches = [b for b in batches if len(b) == size]
+        return batches
+
+    def batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch."""
+        batches, world = self.all_batches(), self.num_replicas
+        if world == 1:
+            return batches
+        if self.shuffle:
+            batches = batches[: len(batches) - len(batches) % world]
+        else:
+            batches = batches + batches[: -len(batches) % world]
+        return batches[self.rank :: world]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        # A generator, so the shuffle is chosen at the first batch: Lightning creates the iterator on resume
+        # before it calls set_epoch, and an eager list would replay epoch 0's order (docs/reliability.md).
+        yield from self.batches()
+
+    def __len__(self) -> int:
+        n = len(self.lengths)
+        total = n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
+        if self.shuffle:
+            return total // self.num_replicas
+        return math.ceil(total / self.num_replicas)
+
+
+class _SplitDataset(Dataset):
+    def __init__(self, split: Split) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, i: int) -> tuple[int, list[str], list[str]]:
+        return i, self.split.tokens[i], self.split.tags[i]
+
+
+class ConllDataModule(pl.LightningDataModule):
+    """Batches of a ``Corpus`` encoded with a ``TaggerSpec``: both are built before it and never changed by it.
+
+    Training batches are shuffled and length-bucketed; dev and test batches come in length order. Under DDP
+    the sampler gives every rank its own share (``LengthBucketSampler``). A batch's ``index`` is the
+    sentence's position in ``corpus.splits[name]`` (file order for local files). ``use_layer_cache`` makes
+    every later batch carry the frozen biLM's layers from disk.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        spec: TaggerSpec,
+        batch_size: int = 32,
+        eval_batch_size: int = 64,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.corpus, self.spec = corpus, spec
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers, self.seed = num_workers, seed
+        self.layer_cache: LayerCache | None = None
+
+    @property
+    def splits(self) -> dict[str, Split]:
+        return self.corpus.splits
+
+    def use_layer_cache(self, cache: LayerCache) -> None:
+        """Read the frozen biLM's layers of every later batch from ``cache`` (which holds every sentence)."""
+        self.layer_cache = cache
+
+    def _replicas(self) -> tuple[int, int]:
+        """(number of ranks, this rank) when a Trainer runs this module, else (1, 0)."""
+        trainer = self.trainer
+        return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+
+    def dataloader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
+        """Batches of a split ("train", "dev" or "test"); train uses ``batch_size``, the others
+        ``eval_batch_size`` unless ``batch_size`` is given."""
+        if split not in SPLITS:
+            raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
+        data = self.splits[split]
+        size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
+        contexts: list[Context] | None = None
+        keys: list[bytes] | None = None
+        elmo = self.spec.elmo
+        if elmo is not None and elmo.context == "document":
+            contexts, keys = [], []
+            for doc in self.documents(split):
+                sentences = [data.tokens[i] for i in doc]
+                contexts += document_contexts(sentences, elmo.max_stream_positions)
+                if self.layer_cache is not None:
+                    keys += document_keys(sentences, elmo.max_stream_positions)
+        replicas, rank = self._replicas()
+        sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed,
+                                      num_replicas=replicas, rank=rank)  # fmt: skip
+        return DataLoader(
+            _SplitDataset(data),
+            batch_sampler=sampler,
+            collate_fn=Collator(
+                self.spec,
+                self.layer_cache,
+                contexts if self.layer_cache is None else None,
+                keys if self.layer_cache is not None else None,
+            ),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def documents(self, split: str) -> list[range]:
+        """The documents of a split as ranges of sentence indices: runs of consecutive sentences with one
+        ``doc`` id (CoNLL ``-DOCSTART-`` blocks; a file without any is one document)."""
+        docs = self.splits[split].docs
+        starts = [i for i in range(len(docs)) if i == 0 or docs[i] != docs[i - 1]]
+        return [range(a, b) for a, b in zip(starts, [*starts[1:], len(docs)], strict=True)]
+
+    def train_dataloader(self) -> DataLoader:
+        return self.dataloader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader("dev")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.dataloader("test")

@@ -1,0 +1,76 @@
+"""seqeval scores, classification reports and conlleval-ready prediction files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from seqeval.scheme import IOB2, IOBES
+
+from ner_app.files import write_text
+
+STRICT_SCHEMES = {"BIO": IOB2, "BIOES": IOBES}
+
+
+def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Entity precision, recall and F1 in percent (seqeval default mode, which scores like conlleval)."""
+    gold, predicted = [list(t) for t in gold], [list(t) for t in predicted]
+    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+    per_type = {
+        name: {
+            "precision": 100 * v["precision"],
+            "recall": 100 * v["recall"],
+            "f1": 100 * v["f1-score"],
+            "support": int(v["support"]),
+        }  # fmt: skip
+        for name, v in report.items()
+        if not name.endswith(" avg")
+    }
+    return {
+        "precision": 100 * precision_score(gold, predicted, zero_division=0),
+        "recall": 100 * recall_score(gold, predicted, zero_division=0),
+        "f1": 100 * f1_score(gold, predicted, zero_division=0),
+        "per_type": per_type,
+    }
+
+
+def text_report(
+    gold: Sequence[Sequence[str]],
+    predicted: Sequence[Sequence[str]],
+    gold_train_scheme: Sequence[Sequence[str]],
+    predicted_train_scheme: Sequence[Sequence[str]],
+    train_scheme: str,
+) -> str:
+    """Default-mode report on the original tags, then strict-mode report in the training scheme."""
+    default = classification_report(
+        [list(t) for t in gold], [list(t) for t in predicted], digits=4, zero_division=0
+    )
+    strict = classification_report(
+        [list(t) for t in gold_train_scheme], [list(t) for t in predicted_train_scheme], digits=4,
+        mode="strict", scheme=STRICT_SCHEMES[train_scheme], zero_division=0,
+    )  # fmt: skip
+    return (
+        "seqeval, default mode (conlleval scoring), original tags:\n"
+        f"{default}\nseqeval, strict mode, {train_scheme} tags:\n{strict}"
+    )
+
+
+def write_predictions(
+    path: str | Path,
+    tokens: Sequence[Sequence[str]],
+    gold: Sequence[Sequence[str]],
+    predicted: Sequence[Sequence[str]],
+) -> None:
+    """One ``token gold predicted`` line per token, a blank line between sentences (conlleval's input)."""
+    lines: list[str] = []
+    for sentence, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
+        lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
+        lines.append("")
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
+    write_text(path, json.dumps(metrics, indent=2) + "\n")

@@ -1,0 +1,229 @@
+"""``train.py``: config -> corpus and spec -> data and model -> trainer -> reports and export, in that order
+(the HTML report is drawn afterwards by the ``train`` command, from these files alone).
+
+Nothing downstream changes what came before it: the spec is built once from the config and the training
+data, and the DataModule, the model, the checkpoints and the export all read it. Every loop (fit, the final
+dev and test evaluation with the best checkpoint) runs in the Lightning Trainer, on one device or under DDP
+(docs/scaling_out.md); only global rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.utilities.rank_zero import rank_zero_only
+from pytorch_lightning.callbacks import Callback, EarlyStopping
+
+from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.weights import bilm_fingerprint, load_bilm
+from ner_app.config.load import ConfigError, TrainConfig, config_to_dict, save_config
+from ner_app.errors import MissingFileError
+from ner_app.files import write_text
+from ner_app.limits import check_train_config
+from ner_app.runtime.checkpoint import SafeCheckpointIO, load_checkpoint
+from ner_app.runtime.devices import choose_precision
+from ner_app.runtime.finite import FiniteGuard
+from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
+from ner_app.runtime.moved_checkpoint import MovableCheckpoint
+from ner_app.runtime.run_dir import (
+    ResumableCSVLogger,
+    RunIdentity,
+    check_identity,
+    claimed_run_folder,
+    data_fingerprint,
+    run_identity,
+)
+from ner_app.tagger.export import export_model
+from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.text.vocab import build_word_vocab
+from ner_app.train.callbacks import LayerCacheFill, TrainThroughput
+from ner_app.train.corpus import Corpus, load_corpus
+from ner_app.train.datamodule import MAX_WORD_CHARS, ConllDataModule
+from ner_app.train.glove import embedding_matrix, load_glove
+from ner_app.train.module import TaggerModule
+from ner_app.train.reports import text_report, write_metrics, write_predictions
+
+log = logging.getLogger("ner_app")
+
+
+def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]:
+    """The frozen biLM of the config and its reference for the spec, or (None, None) without ELMo."""
+    e = cfg.elmo
+    if not e.enabled:
+        return None, None
+    if not e.options or not e.weights:
+        raise MissingFileError(
+            "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
+        )
+    for key, path in (("elmo.options", e.options), ("elmo.weights", e.weights)):
+        if not Path(path).is_file():
+            raise MissingFileError(
+                f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
+                "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
+                "weights hdf5; elmo.enabled=false trains without ELMo."
+            )
+    bilm = load_bilm(e.options, e.weights)
+    ref = ElmoRef(options=str(Path(e.options).resolve()), weights=str(Path(e.weights).resolve()),
+                  fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm,
+                  context=e.context, max_stream_positions=e.max_stream_positions)  # fmt: skip
+    return bilm, ref
+
+
+def build_spec(
+    cfg: TrainConfig, corpus: Corpus, elmo: ElmoRef | None, glove_words: list[str] | None
+) -> TaggerSpec:
+    """The tagger's spec from the config and the training split (GloVe's words join the vocabulary here)."""
+    m, train = cfg.model, corpus.splits["train"]
+    sizes = TaggerSizes(word_dim=m.word_dim, char_dim=m.char_dim, char_filters=m.char_filters,
+                        char_width=m.char_width, lstm_hidden=m.lstm_hidden, lstm_layers=m.lstm_layers,
+                        dropout=m.dropout)  # fmt: skip
+    spec = TaggerSpec.from_training_data(
+        sizes, train.tokens, train.tags, corpus.scheme, corpus.source_scheme, lowercase=cfg.data.lowercase,
+        min_word_count=cfg.data.min_word_count, pretrained_words=glove_words if m.glove_oov and glove_words else (),
+        max_word_chars=MAX_WORD_CHARS, elmo=elmo,
+    )  # fmt: skip
+    if len(spec.word_vocab) > spec.num_trainable_words:
+        log.info("GloVe adds %d frozen words outside the train vocabulary",
+                 len(spec.word_vocab) - spec.num_trainable_words)  # fmt: skip
+    return spec
+
+
+def build_tagger(
+    cfg: TrainConfig,
+    spec: TaggerSpec,
+    bilm: BidirectionalLM | None,
+    corpus: Corpus,
+    glove: tuple[list[str], np.ndarray] | None,
+) -> BiLstmCrfTagger:
+    """The spec's tagger; GloVe-initialised words, ELMo from the biLM."""
+    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
+    if glove is not None:
+        vocab = spec.words.build()  # a fresh copy: the training counts weight the coverage below
+        vocab.counts = build_word_vocab(corpus.splits["train"].tokens, cfg.data.lowercase).counts
+        weight, coverage = embedding_matrix(vocab, glove[0], glove[1], cfg.model.word_dim, cfg.seed)
+        tagger.init_word_embeddings(weight)
+        log.info("GloVe (%s) covers %.1f%% of training tokens", cfg.model.glove, 100 * coverage)
+    return tagger
+
+
+def build_trainer(
+    cfg: TrainConfig, run_dir: Path, callbacks: list[Callback], keep_below: int | None = None
+) -> pl.Trainer:
+    t = cfg.trainer
+    accelerator, precision = choose_precision(t.accelerator, t.precision)
+    silence_known_warnings()
+    return pl.Trainer(
+        accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
+        precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
+        max_epochs=t.max_epochs, gradient_clip_val=cfg.optim.grad_clip,
+        gradient_clip_algorithm="norm", callbacks=[*callbacks, *lightning_progress(t.enable_progress_bar)],
+        logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
+        log_every_n_steps=t.log_every_n_steps, limit_train_batches=t.limit_train_batches,
+        max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,  # type: ignore[dict-item]
+        enable_progress_bar=t.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
+        default_root_dir=run_dir,
+        use_distributed_sampler=False,  # LengthBucketSampler shards by rank itself
+    )  # fmt: skip
+
+
+def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
+    """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
+    metrics: dict[str, Any] = {}
+    spec = module.spec
+    for split in ("dev", "test"):
+        data, evaluation = corpus.splits[split], module.evaluations[split]
+        predicted = evaluation.predicted
+        predicted_source = spec.to_source_scheme(predicted)
+        metrics[split] = dict(
+            evaluation.scores, sentences_per_s=len(predicted) / max(evaluation.seconds, 1e-9)
+        )
+        text = text_report(data.source_tags, predicted_source, data.tags, predicted, spec.scheme)
+        write_text(run_dir / f"report_{split}.txt", text)
+        write_predictions(
+            run_dir / f"predictions_{split}.conll", data.tokens, data.source_tags, predicted_source
+        )
+        if split == "test":
+            print(f"\nTest set ({len(data.tokens)} sentences):\n{text}")
+    elmo = module.tagger.elmo
+    if elmo is not None:  # the chosen checkpoint's mixes: a record then holds them without the weights
+        metrics["elmo_mix"] = elmo.learned_mixes()
+    if spec.elmo is not None:  # the biLM by its weights: compare groups by this, whatever the files' paths
+        metrics["bilm_fingerprint"] = spec.elmo.fingerprint
+    write_metrics(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
+    check_train_config(cfg)
+    if cfg.elmo.max_stream_positions < 2:  # before the run folder is checked: a config error comes first
+        raise ConfigError(
+            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {cfg.elmo.max_stream_positions}"
+        )
+    run_dir = Path(cfg.output_dir)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last.is_file():
+        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+    with claimed_run_folder(run_dir, resume):
+        return _run_training(cfg, run_dir, resume)
+
+
+def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
+    d = cfg.data
+    files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
+    data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
+    return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()))
+
+
+def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    last = run_dir / "checkpoints" / "last.ckpt"
+    identity = _data_identity(cfg)
+    keep_below = None
+    if resume:  # refuse a stale or foreign checkpoint before anything is built
+        saved = load_checkpoint(last)
+        check_identity(saved, identity, last)
+        keep_below = int(saved.get("global_step", 0))
+        del saved
+    if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
+        save_config(cfg, run_dir / "config.yaml")
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    d, m = cfg.data, cfg.model
+    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences)
+    bilm, elmo_ref = load_elmo(cfg)
+    glove = load_glove(m.glove, m.word_dim) if m.glove else None
+    spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
+    dm = ConllDataModule(corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size,
+                         num_workers=d.num_workers, seed=cfg.seed)  # fmt: skip
+    tagger = build_tagger(cfg, spec, bilm, corpus, glove)
+    gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
+    module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
+
+    # Two callbacks (the best file is then named, not asked for as "best"): Lightning 2.6 writes a
+    # ``save_last`` copy only in an epoch whose score improved, so a killed run would redo up to ``patience``
+    # epochs. The second writes last.ckpt after every epoch's validation, with the best callback's state.
+    best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max")
+    every_epoch = MovableCheckpoint(dirpath=last.parent, filename=last.stem, enable_version_counter=False)
+    callbacks: list[Callback] = [best, every_epoch,
+                                 EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
+                                 TrainThroughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
+    if bilm is not None and cfg.elmo.cache_dir:
+        callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
+    trainer = build_trainer(cfg, run_dir, callbacks, keep_below)
+    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
+    chosen = best.best_model_path or None  # None: no complete dev pass; keep the last weights
+    trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
+    trainer.test(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
+    metrics: dict[str, Any] = {}
+    if trainer.is_global_zero:
+        metrics = write_reports(module, corpus, run_dir)
+        export_model(module.tagger, spec, run_dir / "export")
+    return metrics
