@@ -1,38 +1,25 @@
 """Time ner_app's CRF against pytorch-crf on the same random data (CPU).
 
-    python benchmarks/crf_speed.py [--threads N] [--repeats R]
+    python -m benchmarks.crf_speed [--threads N] [--repeats R]
 
 Ops: (a) log-likelihood forward + backward, (b) Viterbi decode; batch 64 and 512, 9 and 17 tags, T = 30
-with seeded variable lengths. Prints a markdown table of medians.
+with seeded variable lengths. Each op is timed by ``Timer.blocked_autorange`` in R rounds, the two
+implementations in turn (``common.interleaved``). Prints a markdown table of medians.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Iterator
 
 import torch
 import torchcrf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from ner_app.tagger.crf import CRF  # noqa: E402
+from benchmarks.common import interleaved, machine, print_table
+from ner_app.tagger.crf import CRF
 
 MAX_LEN = 30
-
-
-def median_ms(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - begin)
-    return 1000 * statistics.median(times)
+MIN_RUN_TIME = 0.05  # seconds of one blocked_autorange round
 
 
 def make_data(batch: int, num_tags: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -67,40 +54,44 @@ def bench(batch: int, num_tags: int, repeats: int) -> list[tuple[str, float, flo
         ours.zero_grad(set_to_none=True)
         (-ours(leaf, tags, mask).sum()).backward()
 
-    with torch.no_grad():
-        ref_paths = ref.decode(emissions, mask)
-        our_paths = ours.decode(emissions, mask)[0]
-        lengths = mask.sum(1).tolist()
-        same = [row[:n] for row, n in zip(our_paths.tolist(), lengths, strict=True)] == ref_paths
-        if not same:
-            raise RuntimeError(f"decoded paths differ from pytorch-crf (batch {batch}, tags {num_tags})")
-        decode_ref = median_ms(lambda: ref.decode(emissions, mask), repeats)
-        decode_ours = median_ms(lambda: ours.decode(emissions, mask), repeats)
-    return [
-        ("llh fwd+bwd", median_ms(train_ref, repeats), median_ms(train_ours, repeats)),
+    @torch.no_grad()
+    def decode_ref() -> list[list[int]]:
+        return ref.decode(emissions, mask)
+
+    @torch.no_grad()
+    def decode_ours() -> tuple[torch.Tensor, torch.Tensor]:
+        return ours.decode(emissions, mask)
+
+    lengths = mask.sum(1).tolist()
+    our_paths = [row[:n] for row, n in zip(decode_ours()[0].tolist(), lengths, strict=True)]
+    if our_paths != decode_ref():
+        raise RuntimeError(f"decoded paths differ from pytorch-crf (batch {batch}, tags {num_tags})")
+    rows = []
+    for op, ref_fn, our_fn in (
+        ("llh fwd+bwd", train_ref, train_ours),
         ("viterbi decode", decode_ref, decode_ours),
-    ]
+    ):
+        timed = interleaved({"ref": ref_fn, "ours": our_fn}, repeats, warmup=2, min_run_time=MIN_RUN_TIME)
+        rows.append((op, 1000 * timed["ref"].median, 1000 * timed["ours"].median))
+    return rows
+
+
+def table_rows(repeats: int) -> Iterator[tuple[object, ...]]:
+    for batch in (64, 512):
+        for num_tags in (9, 17):
+            for op, ref_ms, our_ms in bench(batch, num_tags, repeats):
+                yield op, batch, num_tags, f"{ref_ms:.2f}", f"{our_ms:.2f}", f"{ref_ms / our_ms:.1f}x"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed repeats per measurement (default 7)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per measurement (default 7)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    threads = torch.get_num_threads()
-    print(f"torch {torch.__version__}, {threads} threads, T <= {MAX_LEN}, median of {args.repeats} runs")
-    print()
-    print("| op | batch | tags | pytorch-crf ms | ours ms | speedup |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for batch in (64, 512):
-        for num_tags in (9, 17):
-            for op, ref_ms, our_ms in bench(batch, num_tags, args.repeats):
-                row = (
-                    f"| {op} | {batch} | {num_tags} | {ref_ms:.2f} | {our_ms:.2f} | {ref_ms / our_ms:.1f}x |"
-                )
-                print(row, flush=True)
+    print(f"{machine()}; T <= {MAX_LEN}, median of {args.repeats} rounds of blocked_autorange\n")
+    print_table(["op", "batch", "tags", "pytorch-crf ms", "ours ms", "speedup"], table_rows(args.repeats))
 
 
 if __name__ == "__main__":

@@ -1,39 +1,33 @@
 """Cost of document-context ELMo on CoNLL-2003: the largest document as one stream, and the cache fill.
 
-    python benchmarks/document_context.py [--bilm data/bilm] [--original] [--threads 2] [--repeats 3]
+    python -m benchmarks.document_context [--bilm data/bilm] [--original] [--threads 2] [--repeats 3]
                                           [--skip-fill]
 
 Side by side in one run, for the biLM in ``--bilm`` (and with ``--original`` also an original-size biLM,
 93.6M parameters, seeded random weights): the largest CoNLL-2003 document read as one stream against its
 sentences read one by one in sentence mode (batches of 64, as the cache fill does), wall seconds (median of
-``--repeats``) and the process's peak resident memory above what it held before (``VmHWM``, reset through
-``/proc/self/clear_refs``). Then filling a fresh layer cache with all of train, dev and test in both modes.
-See docs/document_context.md.
+``--repeats``, one call at a time) and the process's peak resident memory above what it held before
+(``VmHWM``, reset through ``/proc/self/clear_refs``). Then filling a fresh layer cache with all of train, dev
+and test in both modes. See docs/document_context.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+from torch.utils.benchmark import timer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-from bilm_speed import SIZES, cpu_model, init_weights  # noqa: E402  (this script's folder)
+from benchmarks.common import ROOT, SHARED, cpu_name, interleaved, print_table, random_bilm
+from ner_app.bilm import BidirectionalLM, batch_to_ids, load_bilm
+from ner_app.bilm.document import MAX_POSITIONS, stream_layers
+from ner_app.text.conll import read_conll
+from ner_app.train.layer_cache import LayerCache, fill_document_cache
 
-from ner_app.bilm import BidirectionalLM, batch_to_ids, load_bilm  # noqa: E402
-from ner_app.bilm.document import MAX_POSITIONS, fill_document_cache, stream_layers  # noqa: E402
-from ner_app.bilm.layer_cache import LayerCache  # noqa: E402
-from ner_app.data.conll import read_conll  # noqa: E402
-
-SHARED = Path(os.environ.get("NER_SHARED", ROOT.parent / "shared"))
+Document = list[list[str]]
 
 
 def peak_mb() -> float:
@@ -48,54 +42,45 @@ def measure(run: Callable[[], object], repeats: int) -> tuple[float, float]:
     """(median seconds, peak MiB above the resident memory before the first run)."""
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current resident size
     before = peak_mb()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), peak_mb() - before
+    seconds = interleaved({"run": run}, repeats, warmup=0)["run"].median
+    return seconds, peak_mb() - before
 
 
-def documents(split: str) -> list[list[list[str]]]:
-    docs: dict[int, list[list[str]]] = {}
+def documents(split: str) -> list[Document]:
+    docs: dict[int, Document] = {}
     for sentence in read_conll(SHARED / "data" / "conll2003" / f"{split}.txt"):
         docs.setdefault(sentence.doc, []).append(sentence.tokens)
     return list(docs.values())
 
 
-def largest_document(bilm: BidirectionalLM, name: str, doc: list[list[str]], repeats: int) -> list[str]:
+def largest_document(
+    bilm: BidirectionalLM, name: str, doc: Document, repeats: int
+) -> Iterator[tuple[str, ...]]:
     def as_stream() -> object:
         return stream_layers(bilm, [doc])
 
     def as_sentences() -> object:
         return [bilm(batch_to_ids(doc[i : i + 64])) for i in range(0, len(doc), 64)]
 
-    rows = []
+    tokens = sum(len(s) for s in doc)
     for mode, run in (("document (one stream)", as_stream), ("sentence (batches of 64)", as_sentences)):
         seconds, peak = measure(run, repeats)
-        tokens = sum(len(s) for s in doc)
-        rows.append(
-            f"| {name} | {mode} | {tokens:,} | {seconds:.2f} | {tokens / seconds:,.0f} | {peak:,.0f} |"
-        )
-    return rows
+        yield name, mode, f"{tokens:,}", f"{seconds:.2f}", f"{tokens / seconds:,.0f}", f"{peak:,.0f}"
 
 
-def fill_rows(bilm: BidirectionalLM, name: str, splits: dict[str, list[list[list[str]]]]) -> list[str]:
-    docs = [doc for split in splits.values() for doc in split]
+def fill_rows(bilm: BidirectionalLM, name: str, docs: list[Document]) -> Iterator[tuple[str, ...]]:
     tokens = sum(len(s) for doc in docs for s in doc)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="doc_ctx_") as tmp:
         for mode in ("document", "sentence"):
             cache = LayerCache.for_bilm(Path(tmp) / mode, bilm)
-            start = time.perf_counter()
+            start = timer()
             if mode == "document":
                 computed = fill_document_cache(cache, docs, bilm)
             else:
                 computed = cache.fill([s for doc in docs for s in doc], bilm, batch_size=64)
-            seconds = time.perf_counter() - start
-            rows.append(f"| {name} | {mode} | {computed:,} | {seconds:.1f} | {tokens / seconds:,.0f} | "
-                        f"{cache.nbytes / 2**20:,.0f} |")  # fmt: skip
-    return rows
+            seconds = timer() - start
+            size = cache.nbytes / 2**20
+            yield name, mode, f"{computed:,}", f"{seconds:.1f}", f"{tokens / seconds:,.0f}", f"{size:,.0f}"
 
 
 def main() -> None:
@@ -112,35 +97,32 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     splits = {name: documents(name) for name in ("train", "valid", "test")}
-    doc = max((d for split in splits.values() for d in split), key=lambda d: sum(len(s) for s in d))
+    docs = [d for split in splits.values() for d in split]
+    doc = max(docs, key=lambda d: sum(len(s) for s in d))
     positions = sum(len(s) + 2 for s in doc)
-    print(f"{cpu_model()}, {args.threads} threads, torch {torch.__version__}, fp32")
+    print(f"{cpu_name()}, {args.threads} threads, torch {torch.__version__}, fp32")
     print(f"largest CoNLL-2003 document: {sum(len(s) for s in doc):,} tokens in {len(doc)} sentences, "
           f"{positions:,} stream positions (cap {MAX_POSITIONS:,})\n")  # fmt: skip
-    bilms = [("shipped" if Path(args.bilm) == ROOT / "data" / "bilm" else args.bilm,
-              load_bilm(Path(args.bilm) / "options.json", Path(args.bilm) / "weights.hdf5"))]  # fmt: skip
+    folder = Path(args.bilm)
+    shown = "shipped" if folder == ROOT / "data" / "bilm" else args.bilm
+    bilms = [(shown, load_bilm(folder / "options.json", folder / "weights.hdf5").eval())]
     if args.original:
-        torch.manual_seed(0)
-        original = SIZES["original"].build()
-        init_weights(original)
-        bilms.append(("original size", original.eval()))
-    print("| biLM | mode | tokens | seconds | tokens/s | peak MiB above start |")
-    print("|---|---|---:|---:|---:|---:|")
+        bilms.append(("original size", random_bilm("original").eval()))
+    header = ["biLM", "mode", "tokens", "seconds", "tokens/s", "peak MiB above start"]
     with torch.inference_mode():
-        for name, bilm in bilms:
-            for row in largest_document(bilm.eval(), name, doc, args.repeats):
-                print(row, flush=True)
+        print_table(
+            header,
+            (row for name, bilm in bilms for row in largest_document(bilm, name, doc, args.repeats)),
+            2,
+        )
     if args.skip_fill:
         return
-    n_docs = sum(len(split) for split in splits.values())
-    n_tokens = sum(len(s) for split in splits.values() for d in split for s in d)
+    n_tokens = sum(len(s) for d in docs for s in d)
     print(
-        f"\nfilling a fresh layer cache with train + dev + test ({n_docs:,} documents, {n_tokens:,} tokens):\n"
+        f"\nfilling a fresh layer cache with train + dev + test ({len(docs):,} documents, {n_tokens:,} tokens):\n"
     )
-    print("| biLM | mode | sentences computed | seconds | tokens/s | cache MiB |")
-    print("|---|---|---:|---:|---:|---:|")
-    for row in fill_rows(bilms[0][1].eval(), bilms[0][0], splits):
-        print(row, flush=True)
+    header = ["biLM", "mode", "sentences computed", "seconds", "tokens/s", "cache MiB"]
+    print_table(header, fill_rows(bilms[0][1], bilms[0][0], docs), left=2)
 
 
 if __name__ == "__main__":

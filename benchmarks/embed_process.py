@@ -1,32 +1,38 @@
 """Whole-process ``embed`` against a per-timestep implementation of the reference, start-up and loading included.
 
-    python benchmarks/embed_process.py [--size original|small|tiny] [--sentences 256] [--threads 2] [--repeats 3]
+    python -m benchmarks.embed_process [--size original|small|tiny] [--sentences 256] [--threads 2] [--repeats 3]
 
-Writes a random biLM of the given shape and a file of seeded sentences (as ``bilm_speed.py`` does), then times
-whole processes side by side, interleaved: ``python -m ner_app embed`` in fp32 and in bf16, and this script's
-``--baseline`` worker, which loads the same hdf5 with h5py, runs ``bilm_speed.Baseline`` (char CNN on every padded
-position, one time step at a time) over batches of 64 in file order and writes every layer to hdf5 the same way.
-Prints a markdown table of median wall seconds and real tokens/s.
+Writes a random biLM of the given shape and a file of seeded sentences (``common.random_bilm`` and
+``common.make_sentences``), then times whole processes side by side, one at a time in turn
+(``common.interleaved``, no warm-up): ``python -m ner_app embed`` in fp32 and in bf16, and this module's
+``--baseline`` worker, which loads the same hdf5 with h5py, runs ``common.Baseline`` (char CNN on every padded
+position, one time step at a time) over batches of 64 in file order and writes every layer to hdf5 the same
+way. Prints a markdown table of median wall seconds and real tokens/s.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import h5py
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from bilm_speed import SIZES, Baseline, cpu_model, init_weights, make_sentences  # noqa: E402
-
-from ner_app.bilm import batch_to_ids, save_bilm  # noqa: E402
+from benchmarks.common import (
+    ROOT,
+    SIZES,
+    Baseline,
+    cpu_name,
+    interleaved,
+    make_sentences,
+    print_table,
+    random_bilm,
+)
+from ner_app.bilm import batch_to_ids, save_bilm
 
 
 def baseline_worker(options: str, weights: str, source: str, output: str, threads: int) -> None:
@@ -52,50 +58,35 @@ def main() -> None:
     add("--baseline", nargs=4, metavar=("OPTIONS", "WEIGHTS", "INPUT", "OUTPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
-        baseline_worker(*args.baseline, threads=args.threads)
+        options, weights, source, output = args.baseline
+        baseline_worker(options, weights, source, output, threads=args.threads)
         return
     with tempfile.TemporaryDirectory(prefix="embed_process_") as tmp:
-        torch.manual_seed(0)
-        built = SIZES[args.size].build()
-        init_weights(built)
-        options, weights = (str(p) for p in save_bilm(built, tmp))
-        del built
+        options, weights = (str(p) for p in save_bilm(random_bilm(args.size), tmp))
         sentences = make_sentences(args.sentences)
         tokens = sum(len(s) for s in sentences)
         source = Path(tmp) / "input.txt"
         source.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
         out = str(Path(tmp) / "out.hdf5")
+        threads = ["--threads", str(args.threads)]
         embed = [sys.executable, "-m", "ner_app", "embed", "--options", options, "--weights", weights,
-                 "--input", str(source), "--output", out, "--threads", str(args.threads)]  # fmt: skip
+                 "--input", str(source), "--output", out, *threads]  # fmt: skip
         commands = {
-            "per-timestep baseline": [
-                sys.executable,
-                __file__,
-                "--threads",
-                str(args.threads),
-                "--baseline",
-                options,
-                weights,
-                str(source),
-                out,
-            ],  # fmt: skip
+            "per-timestep baseline": [sys.executable, "-m", "benchmarks.embed_process", *threads,
+                                      "--baseline", options, weights, str(source), out],
             "ner_app embed, fp32": embed,
             "ner_app embed, bf16 autocast": [*embed, "--precision", "bf16"],
+        }  # fmt: skip
+        processes = {
+            name: partial(subprocess.run, command, cwd=ROOT, check=True, capture_output=True)
+            for name, command in commands.items()
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.repeats):  # interleaved, to share the machine's noise fairly
-            for name, command in commands.items():
-                begin = time.perf_counter()
-                subprocess.run(command, check=True, capture_output=True)
-                times[name].append(time.perf_counter() - begin)
-    print(f"torch {torch.__version__}, {args.threads} threads, CPU {cpu_model()}; biLM '{args.size}', "
+        medians = {name: m.median for name, m in interleaved(processes, args.repeats, warmup=0).items()}
+    print(f"torch {torch.__version__}, {args.threads} threads, CPU {cpu_name()}; biLM '{args.size}', "
           f"{args.sentences} sentences, {tokens:,} tokens; median of {args.repeats} whole processes\n")  # fmt: skip
-    print("| process | seconds | tokens/s | speedup vs baseline |")
-    print("|---|---:|---:|---:|")
-    base = statistics.median(times["per-timestep baseline"])
-    for name, runs in times.items():
-        median = statistics.median(runs)
-        print(f"| {name} | {median:.1f} | {tokens / median:,.0f} | {base / median:.2f}x |")
+    base = medians["per-timestep baseline"]
+    rows = [(name, f"{m:.1f}", f"{tokens / m:,.0f}", f"{base / m:.2f}x") for name, m in medians.items()]
+    print_table(["process", "seconds", "tokens/s", "speedup vs baseline"], rows)
 
 
 if __name__ == "__main__":

@@ -1,51 +1,63 @@
-"""GPU readiness in one command: ``python benchmarks/gpu_check.py`` (under 8 minutes on one modern GPU).
+"""GPU readiness in one command: ``python -m benchmarks.gpu_check`` (under 8 minutes on one modern GPU).
 
 On a CUDA machine it runs the ``cuda``-marked tests, trains one epoch each of ``conll2003_elmo.yaml`` and
 ``conll2003_baseline.yaml`` in bf16-mixed with the layer cache on (dev/test F1, training sentences/s), times
 the biLM's ``embed`` forward in fp32 and bf16 autocast at batch 64 and 512 (tokens/s), times pretraining
 with ``bilm_news.yaml`` (tokens/s), and prints one markdown table. Without CUDA it says so and exits 0.
-Needs ../shared (or NER_SHARED) for CoNLL-2003 and the news corpus. Results: docs/gpu.md.
+Needs ../shared (or NER_SHARED) for CoNLL-2003 and the news corpus. Results: docs/scaling_out.md.
+
+Rates come from the runs' own records: ``metrics.json`` and the CSV log ``logs/metrics.csv`` in the run
+folder (Lightning's throughput monitor: ``train/device/samples_per_sec`` for the tagger, sentences;
+``train/device/items_per_sec`` for pretraining, stream tokens of one direction).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
+from torch.utils.benchmark import timer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from benchmarks.common import ROOT, SHARED, gpu_name, interleaved, print_table
 
 
 def run(args: list[str], timeout: float) -> tuple[int, float, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    return done.returncode, time.perf_counter() - start, done.stdout + done.stderr
+    """(exit code, wall seconds, output) of a command run in the repository root."""
+    start = timer()
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return done.returncode, timer() - start, done.stdout + done.stderr
 
 
-def last_logged(csv_path: Path, column: str) -> float | None:
-    rows = [r for r in csv.DictReader(csv_path.open()) if r.get(column)] if csv_path.is_file() else []
+def last_logged(run_dir: Path, column: str) -> float | None:
+    """The last value of ``column`` in the run's CSV log (``logs/metrics.csv``), or None."""
+    path = run_dir / "logs" / "metrics.csv"
+    if not path.is_file():
+        return None
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get(column)]
     return float(rows[-1][column]) if rows else None
+
+
+def failed(what: str, log: str) -> list[str]:
+    return [what, "FAILED", (log.strip().splitlines() or [""])[-1][:120]]
 
 
 def train_one_epoch(config: str, out: Path) -> list[str]:
     code, seconds, log = run(
-        [sys.executable, "train.py", "--config", f"configs/{config}", f"output_dir={out}", "trainer.max_epochs=1",
-         "trainer.precision=bf16-mixed", "trainer.accelerator=gpu", f"elmo.cache_dir={out.parent / 'cache'}",
-         "trainer.enable_progress_bar=false"], timeout=240,
+        [sys.executable, "-m", "ner_app", "train", "--config", f"configs/{config}", f"output_dir={out}",
+         "trainer.max_epochs=1", "trainer.precision=bf16-mixed", "trainer.accelerator=gpu",
+         f"elmo.cache_dir={out.parent / 'cache'}", "trainer.enable_progress_bar=false"], timeout=240,
     )  # fmt: skip
     if code != 0:
-        return [f"train {config} (1 epoch, bf16-mixed)", "FAILED", log.strip().splitlines()[-1][:120]]
+        return failed(f"train {config} (1 epoch, bf16-mixed)", log)
     metrics = json.loads((out / "metrics.json").read_text())
-    speed = last_logged(out / "logs" / "metrics.csv", "train/device/samples_per_sec")
+    speed = last_logged(out, "train/device/samples_per_sec")
     return [f"train {config} (1 epoch, bf16-mixed, cache on)",
             f"dev F1 {metrics['dev']['f1']:.2f}, test F1 {metrics['test']['f1']:.2f}",
             f"{speed:,.0f} train sentences/s; {seconds:.0f} s in all" if speed else f"{seconds:.0f} s in all"]  # fmt: skip
@@ -53,34 +65,28 @@ def train_one_epoch(config: str, out: Path) -> list[str]:
 
 def embed_speed() -> list[list[str]]:
     from ner_app.bilm import batch_to_ids, load_bilm
-    from ner_app.data.conll import read_conll
+    from ner_app.text.conll import read_conll
 
-    shared = Path(os.environ.get("NER_SHARED") or ROOT.parent / "shared")
-    sentences = [s.tokens for s in read_conll(shared / "data/conll2003/valid.txt")][:2048]
+    sentences = [s.tokens for s in read_conll(SHARED / "data/conll2003/valid.txt")][:2048]
     bilm = load_bilm(ROOT / "data/bilm/options.json", ROOT / "data/bilm/weights.hdf5").cuda().eval()
     tokens = sum(len(s) for s in sentences)
+
+    @torch.inference_mode()
+    def embed_all(batches: list[torch.Tensor], dtype: torch.dtype | None) -> None:
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            for ids in batches:
+                bilm(ids)
+
     rows = []
     for batch in (64, 512):
         batches = [batch_to_ids(sentences[i : i + batch]).cuda() for i in range(0, len(sentences), batch)]
-        for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-            with (
-                torch.inference_mode(),
-                torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None),
-            ):
-                bilm(batches[0])  # warm-up
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-                for ids in batches:
-                    bilm(ids)
-                torch.cuda.synchronize()
-            rate = tokens / (time.perf_counter() - start)
-            rows.append(
-                [
-                    f"biLM embed, batch {batch}, {name}",
-                    f"{rate:,.0f} tokens/s",
-                    f"{len(sentences)} dev sentences",
-                ]
-            )
+        passes = {
+            "fp32": partial(embed_all, batches, None),
+            "bf16": partial(embed_all, batches, torch.bfloat16),
+        }
+        for name, m in interleaved(passes, repeats=3).items():
+            rows.append([f"biLM embed, batch {batch}, {name}", f"{tokens / m.median:,.0f} tokens/s",
+                         f"{len(sentences)} dev sentences, median of 3 passes"])  # fmt: skip
     return rows
 
 
@@ -92,12 +98,18 @@ def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
         timeout=240,
     )  # fmt: skip
     if code != 0:
-        return ["pretrain bilm_news.yaml", "FAILED", log.strip().splitlines()[-1][:120]]
-    from ner_app.config import BilmPretrainConfig, load_config
+        return failed("pretrain bilm_news.yaml", log)
+    metrics = json.loads((out / "metrics.json").read_text())
+    whole_run, logged = metrics.get("train_tokens_per_s"), last_logged(out, "train/device/items_per_sec")
+    if whole_run:
+        shown = f"{whole_run:,.0f} tokens/s (metrics.json, one direction)"
+    elif logged:
+        shown = f"{logged:,.0f} tokens/s (logged, one direction)"
+    else:
+        from ner_app.config.load import BilmPretrainConfig, load_config
 
-    t = load_config(ROOT / "configs/bilm_news.yaml", schema=BilmPretrainConfig).train
-    rate = last_logged(out / "logs" / "version_0" / "metrics.csv", "train_tok_per_s")
-    shown = f"{rate:,.0f} tokens/s (logged)" if rate else f"{steps * t.batch_size * t.unroll_steps * 2 / seconds:,.0f} tokens/s (wall, both directions)"  # fmt: skip
+        t = load_config(ROOT / "configs/bilm_news.yaml", schema=BilmPretrainConfig).train
+        shown = f"{steps * t.batch_size * t.unroll_steps * 2 / seconds:,.0f} tokens/s (wall, both directions)"
     return [f"pretrain bilm_news.yaml ({steps} steps)", shown, f"{seconds:.0f} s with start-up"]
 
 
@@ -105,20 +117,21 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA device on this machine; nothing was measured (run it on an NVIDIA GPU).")
         return 0
-    rows = [["check", "result", "detail"]]
+    rows = []
     code, seconds, log = run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/"], timeout=120)
-    rows.append(["pytest -m cuda", "passed" if code == 0 else "FAILED", log.strip().splitlines()[-1][:120]])
+    rows.append(
+        ["pytest -m cuda", "passed", log.strip().splitlines()[-1][:120]]
+        if code == 0
+        else failed("pytest -m cuda", log)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for config in ("conll2003_elmo.yaml", "conll2003_baseline.yaml"):
             rows.append(train_one_epoch(config, Path(tmp) / config.removesuffix(".yaml")))
         rows.extend(embed_speed())
         rows.append(pretrain_speed(Path(tmp) / "bilm"))
-    print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}\n")
-    for i, row in enumerate(rows):
-        print("| " + " | ".join(row) + " |")
-        if i == 0:
-            print("|---|---|---|")
-    return 0 if all("FAILED" not in r[1] for r in rows) else 1
+    print(f"\n{gpu_name()}, torch {torch.__version__}\n")
+    print_table(["check", "result", "detail"], rows, left=3)
+    return 0 if all(r[1] != "FAILED" for r in rows) else 1
 
 
 if __name__ == "__main__":

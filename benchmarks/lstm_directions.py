@@ -1,28 +1,30 @@
 """Both directions of a biLM layer as one batched matmul per step, against the two cells one after the other.
 
-    python benchmarks/lstm_directions.py [--threads N] [--repeats R] [--batch B] [--steps T]
+    python -m benchmarks.lstm_directions [--threads N] [--repeats R] [--batch B] [--steps T]
 
-Issue 9's "more stream rows per matmul" without a recipe change: in pretraining the forward and backward
-stacks read windows of the same shape, so one layer's two recurrences could run as ``baddbmm``/``bmm`` over a
-(2, B, .) state: one dispatch per operation for both directions instead of two. The baseline is the real
+More stream rows per matmul without a recipe change: in pretraining the forward and backward stacks read
+windows of the same shape, so one layer's two recurrences could run as ``baddbmm``/``bmm`` over a (2, B, .)
+state: one dispatch per operation for both directions instead of two. The baseline is the real
 ``LstmCellWithProjection`` loop (pretraining's code path), once per direction. The batched version is written
 here only (it is not a code path of ner_app) and is checked to compute the same outputs first. Sizes are
 ``bilm_news.yaml``'s layer (projection 128, 512 cells, clips 3). Forward + backward, fp32 and bf16 autocast,
-alternated round-robin, medians. Prints a markdown table.
+one warm-up round, then the two alternated one call at a time (``common.interleaved``), medians. Prints a
+markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from pathlib import Path
+from collections.abc import Callable
+from functools import partial
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from ner_app.bilm.lstm import LstmCellWithProjection  # noqa: E402
+from benchmarks.common import interleaved, machine, print_table
+from ner_app.bilm.lstm import LstmCellWithProjection
+
+Variant = Callable[[list[LstmCellWithProjection], torch.Tensor, int, int], torch.Tensor]
 
 PROJ, CELLS, CLIP = 128, 512, 3.0
 
@@ -71,21 +73,25 @@ def main() -> None:
         diff = (batched_directions(cells, x, args.steps, args.batch) - same).abs().max().item()
     if diff > 1e-4:
         sys.exit(f"lstm_directions: the batched cell differs from LstmCellWithProjection by {diff:.2e}")
-    variants = {"one by one": one_by_one, "batched (bmm)": batched_directions}
-    print(f"threads {args.threads}, batch {args.batch} x {args.steps} steps, max |difference| {diff:.1e}\n")
-    print("| precision | one by one, ms | batched, ms | speed-up |")
-    print("|---|---:|---:|---:|")
+    variants: dict[str, Variant] = {"one by one": one_by_one, "batched (bmm)": batched_directions}
+    print(f"{machine()}; batch {args.batch} x {args.steps} steps, max |difference| {diff:.1e}\n")
+    rows = []
     for bf16 in (False, True):
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        for repeat in range(args.repeats + 1):  # the first round warms up
-            for name, fn in variants.items():
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    begin = time.perf_counter()
-                    fn(cells, x, args.steps, args.batch).float().sum().backward()
-                    if repeat:
-                        times[name].append(time.perf_counter() - begin)
-        loop, batched = (1000 * statistics.median(times[name]) for name in variants)
-        print(f"| {'bf16-mixed' if bf16 else 'fp32'} | {loop:.1f} | {batched:.1f} | {loop / batched:.2f}x |")
+        timed = {
+            name: partial(train, fn, cells, x, args.steps, args.batch, bf16) for name, fn in variants.items()
+        }
+        loop, batched = (1000 * m.median for m in interleaved(timed, args.repeats).values())
+        precision = "bf16-mixed" if bf16 else "fp32"
+        rows.append((precision, f"{loop:.1f}", f"{batched:.1f}", f"{loop / batched:.2f}x"))
+    print_table(["precision", "one by one, ms", "batched, ms", "speed-up"], rows)
+
+
+def train(
+    fn: Variant, cells: list[LstmCellWithProjection], x: torch.Tensor, steps: int, batch: int, bf16: bool
+) -> None:
+    """Forward and backward of one variant, under bf16 autocast or in fp32."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        fn(cells, x, steps, batch).float().sum().backward()
 
 
 if __name__ == "__main__":

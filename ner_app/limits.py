@@ -43,33 +43,3 @@ def check_number(
         bound = f"{'(' if open_low else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
         raise LimitError(f"{where}: '{key}' must be a finite number in {bound}, found {value!r:.40}")
     return float(value)
-
-
-def check_train_config(cfg: Any) -> None:
-    """Values of a ``TrainConfig`` that type checks accept but no run can use."""
-    where = "config"
-    m, t, d = cfg.model, cfg.trainer, cfg.data
-    for key in ("word_dim", "char_dim", "char_filters", "lstm_hidden"):
-        check_size(getattr(m, key), f"model.{key}", where)
-    check_size(m.char_width, "model.char_width", where, high=MAX_CHAR_WIDTH)
-    check_size(m.lstm_layers, "model.lstm_layers", where, high=MAX_LAYERS)
-    check_number(m.dropout, "model.dropout", where, 0.0, 0.99)
-    check_number(cfg.elmo.dropout, "elmo.dropout", where, 0.0, 0.99)
-    check_number(cfg.elmo.l2_coef, "elmo.l2_coef", where, 0.0)
-    check_number(cfg.optim.lr, "optim.lr", where, 0.0, open_low=True)
-    check_number(cfg.optim.grad_clip, "optim.grad_clip", where, 0.0)
-    check_size(d.batch_size, "data.batch_size", where, high=MAX_VOCAB)
-    check_size(d.eval_batch_size, "data.eval_batch_size", where, high=MAX_VOCAB)
-    check_size(d.min_word_count, "data.min_word_count", where, high=MAX_VOCAB)
-    check_size(d.num_workers, "data.num_workers", where, low=0, high=MAX_LAYERS)
-    if d.max_sentences is not None:
-        check_size(d.max_sentences, "data.max_sentences", where, high=1 << 40)
-    check_size(t.max_epochs, "trainer.max_epochs", where, high=1 << 20)
-    check_size(t.patience, "trainer.patience", where, low=0, high=1 << 20)
-    check_size(t.log_every_n_steps, "trainer.log_every_n_steps", where, high=1 << 30)
-    if t.threads is not None:
-        check_size(t.threads, "trainer.threads", where, high=1024)
-    if t.max_time_minutes is not None:
-        check_number(t.max_time_minutes, "trainer.max_time_minutes", where, 0.0, open_low=True)
-    if t.limit_train_batches is not None:
-        check_number(t.limit_train_batches, "trainer.limit_train_batches", where, 0.0, open_low=True)

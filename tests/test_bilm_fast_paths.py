@@ -17,7 +17,6 @@ from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_bilm
 from ner_app.config.load import BilmPretrainConfig, load_config
-from ner_app.pretrain.module import run_stack
 from ner_app.pretrain.run import run_pretraining
 from tests.conftest import TINY_OPTIONS, random_bilm
 from tests.test_pretrain import REPO, tiny_overrides, write_grammar
@@ -117,7 +116,19 @@ def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: Non
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
 
 
-def test_torch_lstm_path_trains_run_stack_like_the_loop(switches: None) -> None:
+def run_windows(lstm: ElmoLstm, x: torch.Tensor, states: list | None) -> tuple[torch.Tensor, list]:
+    """The forward stack over full windows (B, T, P), as pretraining runs it: carried states, time-major rows."""
+    batch, steps, _ = x.shape
+    if states is None:
+        states = [
+            (x.new_zeros(batch, lstm.projection_size), x.new_zeros(batch, lstm.cell_size))
+        ] * lstm.n_layers
+    data = x.transpose(0, 1).reshape(steps * batch, -1)
+    outputs, finals = lstm.run_direction(lstm.forward_layers, data, [batch] * steps, states)
+    return outputs[-1].view(steps, batch, -1).transpose(0, 1), [(h.detach(), c.detach()) for h, c in finals]
+
+
+def test_torch_lstm_path_trains_pretraining_windows_like_the_loop(switches: None) -> None:
     bilm = random_bilm(clip_free(), scale=0.3).train()
     lstm = bilm.lstm
     x = torch.randn(3, 7, lstm.projection_size)
@@ -125,8 +136,8 @@ def test_torch_lstm_path_trains_run_stack_like_the_loop(switches: None) -> None:
     for use in ("off", "on"):
         LstmCellWithProjection.torch_lstm = use
         lstm.zero_grad()
-        first, states = run_stack(lstm.forward_layers, x[:, :4], None, 0.0, True, True)
-        second, _ = run_stack(lstm.forward_layers, x[:, 4:], states, 0.0, True, True)
+        first, states = run_windows(lstm, x[:, :4], None)
+        second, _ = run_windows(lstm, x[:, 4:], states)
         (torch.cat([first, second], 1) * torch.linspace(-1, 1, 7)[None, :, None]).sum().backward()
         grads[use] = [p.grad.clone() for p in lstm.forward_layers.parameters()]
         grads[use].append(torch.cat([first, second], 1).detach())

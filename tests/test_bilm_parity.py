@@ -1,4 +1,4 @@
-"""Numerical parity with the reference ELMo fixtures in ../shared/reference (elmo_reference.md section 8)."""
+"""Numerical parity with the reference ELMo fixtures in ../shared/reference (docs/bilm_reference.md section 8)."""
 
 import json
 

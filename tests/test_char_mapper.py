@@ -1,4 +1,4 @@
-"""Character ids exactly as elmo_reference.md section 1 describes them."""
+"""Character ids exactly as docs/bilm_reference.md section 1 describes them."""
 
 import torch
 

@@ -73,13 +73,13 @@ def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this runs the whole check")
 def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu_check.py")], capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check"], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)  # fmt: skip
     assert result.returncode == 0 and "no CUDA device" in result.stdout
 
 
 def test_every_command_of_the_parser_has_a_handler():
-    """The argparse tree (cli_parser.py) and the handlers (__main__.py) name the same commands."""
+    """The argparse tree (cli/parser.py) and the handlers (cli/commands.py) name the same commands."""
     import argparse
 
     from ner_app.cli.commands import HANDLERS

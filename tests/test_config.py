@@ -259,3 +259,44 @@ def test_repo_configs_load(path: Path, tmp_path: Path) -> None:
     assert isinstance(cfg, schema)
     save_config(cfg, tmp_path / "resolved.yaml")
     assert load_config(tmp_path / "resolved.yaml", schema=schema) == cfg
+
+
+def test_base_config_is_read_first_and_overridden_key_by_key(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "a.yaml").write_text(
+        "seed: 3\ndata:\n  batch_size: 8\n  scheme: BIO\nelmo:\n  enabled: false\n"
+    )
+    (tmp_path / "b.yaml").write_text("base: a.yaml\ndata:\n  batch_size: 16\n")
+    (tmp_path / "c.yaml").write_text("base: b.yaml\nseed: 5\n")
+    cfg = load_config(tmp_path / "c.yaml")
+    assert (cfg.seed, cfg.data.batch_size, cfg.data.scheme, cfg.elmo.enabled) == (5, 16, "BIO", False)
+
+
+def test_the_shipped_configs_extend_the_elmo_recipe() -> None:
+    root = Path(__file__).resolve().parents[1] / "configs"
+    elmo = config_to_dict(load_config(root / "conll2003_elmo.yaml"))
+    for name, differs in {"conll2003_baseline.yaml": {"elmo.enabled"},
+                          "conll2003_elmo_doc.yaml": {"elmo.context"}}.items():  # fmt: skip
+        other = config_to_dict(load_config(root / name))
+        found = {
+            f"{s}.{k}"
+            for s in elmo
+            if isinstance(elmo[s], dict)
+            for k in elmo[s]
+            if elmo[s][k] != other[s][k]
+        }
+        assert found == differs and other["output_dir"] != elmo["output_dir"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("base: self.yaml\n", "extends itself"),
+        ("base: missing.yaml\n", "missing.yaml does not exist"),
+        ("base: [a]\n", "key 'base': expected the path of another config"),
+    ],
+)
+def test_bad_base_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "self.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(tmp_path / "self.yaml")

@@ -1,4 +1,4 @@
-"""The GPU path (marked ``cuda``: skipped without a CUDA GPU; benchmarks/gpu_check.py runs these)."""
+"""The GPU path (marked ``cuda``: skipped without a CUDA GPU; python -m benchmarks.gpu_check runs these)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.errors import NerAppError
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.train.corpus import load_corpus
@@ -304,7 +305,7 @@ def test_hub_offline_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # nothing cached
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(NerAppError) as err:  # one line and exit 2, like every user-facing failure
         make(hub_name="conll2003")
     assert str(err.value) == (
         "could not download dataset 'conll2003' (offline?): "

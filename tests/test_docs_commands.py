@@ -32,24 +32,24 @@ THIS = "tests/test_docs_commands.py"
 
 # The benchmarks' smoke commands (seconds each), run below; the files they need from ../shared.
 SMOKE = {
-    "crf_speed": ("python benchmarks/crf_speed.py --threads 1 --repeats 1", None),
-    "bilm_speed": ("python benchmarks/bilm_speed.py --size tiny --threads 1 --repeats 1 --batch 8", None),
+    "crf_speed": ("python -m benchmarks.crf_speed --threads 1 --repeats 1", None),
+    "bilm_speed": ("python -m benchmarks.bilm_speed --size tiny --threads 1 --repeats 1 --batch 8", None),
     "cache_speed": (
-        "python benchmarks/cache_speed.py --bilm tiny --threads 1 --max-sentences 20 --no-cache-batches 1 "
+        "python -m benchmarks.cache_speed --bilm tiny --threads 1 --max-sentences 20 --no-cache-batches 1 "
         "--predict-sentences 5 --trim-repeats 1 --trim-sentences 20",
         ("data", "conll2003", "train.txt"),
     ),
-    "embed_process": ("python benchmarks/embed_process.py --size tiny --sentences 16 --repeats 1", None),
+    "embed_process": ("python -m benchmarks.embed_process --size tiny --sentences 16 --repeats 1", None),
     "document_context": (
-        "python benchmarks/document_context.py --skip-fill --repeats 1 --threads 1",
+        "python -m benchmarks.document_context --skip-fill --repeats 1 --threads 1",
         ("data", "conll2003", "train.txt"),
     ),
     "lstm_directions": (
-        "python benchmarks/lstm_directions.py --threads 1 --repeats 1 --batch 8 --steps 5",
+        "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
     ),
     "pretrain_speed": (
-        "python benchmarks/pretrain_speed.py --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
+        "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
         "--no-flops",
         ("corpus", "news_pretrain.tok.txt"),
     ),
@@ -99,7 +99,7 @@ TESTED: dict[str, str] = {
     "python -m ner_app predict --model runs/conll2003_elmo_doc/export --input news.txt": (
         "tests/test_document_pipeline.py::test_predict_text_line_is_one_document"
     ),
-    "python benchmarks/gpu_check.py": "tests/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
+    "python -m benchmarks.gpu_check": "tests/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
     "cd /tmp && python -m ner_app train --config ~/ner_app/configs/tiny.yaml output_dir=runs/moved "
     "trainer.max_epochs=1 trainer.threads=1": "tests/test_paths.py::test_tiny_config_trains_from_another_directory",
     "python -m ner_app train --config configs/tiny.yaml trainer.max_epochs=3 trainer.enable_progress_bar=true "

@@ -27,6 +27,7 @@ from ner_app.pretrain.heldout import (
     split_documents,
 )
 from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.vocab import SoftmaxVocab
 from tests.test_pretrain import tiny_overrides, write_grammar
@@ -111,15 +112,15 @@ def test_document_perplexity_matches_a_hand_built_stream_and_one_sentence_docume
         for doc in docs:
             f, b, n = manual_document_nll(module, doc, vocab)
             fwd, bwd, count = fwd + f, bwd + b, count + n
-        result = module.evaluate(document_batches(docs, vocab))
+        result = evaluate(module, document_batches(docs, vocab))
         assert result["predicted_tokens"] == count
         assert result["forward"] == pytest.approx(math.exp(fwd / count), rel=1e-5)
         assert result["backward"] == pytest.approx(math.exp(bwd / count), rel=1e-5)
         sentences = [s for d in docs for s in d]
-        alone = module.evaluate(sentence_batches(sentences, vocab, 4))
+        alone = evaluate(module, sentence_batches(sentences, vocab, 4))
         assert alone["predicted_tokens"] == count  # the same predictions in both contexts
         assert alone["forward"] != pytest.approx(result["forward"], rel=1e-6)  # context changes them
-        singles = module.evaluate(document_batches([[s] for s in sentences], vocab))
+        singles = evaluate(module, document_batches([[s] for s in sentences], vocab))
         for key in ("forward", "backward"):
             assert singles[key] == pytest.approx(alone[key], rel=1e-6)
 

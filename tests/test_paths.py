@@ -1,5 +1,5 @@
 """A config's relative paths resolve against its project root (the nearest folder above the config file with a
-pyproject.toml, else the config file's folder), from any working directory (docs/paths_and_logs.md)."""
+pyproject.toml, else the config file's folder), from any working directory (docs/configuration.md)."""
 
 from __future__ import annotations
 

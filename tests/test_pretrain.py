@@ -19,7 +19,8 @@ from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
 from ner_app.pretrain.heldout import read_sentences, sentence_batches
-from ner_app.pretrain.module import BilmLanguageModel, run_stack
+from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.softmax import Candidates, LogUniformSampler, SampledSoftmaxLoss
 from ner_app.pretrain.vocab import SPECIALS, UNK_ID, SoftmaxVocab
@@ -209,25 +210,27 @@ def tiny_module(dropout: float = 0.0) -> BilmLanguageModel:
     return BilmLanguageModel(bilm_options(cfg).to_dict(), vocab_size=30, num_sampled=8, dropout=dropout)
 
 
-def test_run_stack_matches_elmo_lstm_and_carries_state() -> None:
+def test_direction_stacks_match_elmo_lstm_and_carry_state() -> None:
     module = tiny_module()
     lstm = module.bilm.lstm
     x = torch.randn(3, 12, module.bilm.projection_dim)
     p = module.bilm.projection_dim
     reference = lstm(x, torch.ones(3, 12, dtype=torch.bool))[-1]  # (B, T, 2P), zero state
-    args = (lstm.dropout, lstm.use_skip_connections, False)
-    fwd, _ = run_stack(lstm.forward_layers, x, None, *args)
-    bwd, _ = run_stack(lstm.backward_layers, x.flip(1), None, *args)
+
+    def top(direction: str, window: torch.Tensor, fresh: bool) -> torch.Tensor:
+        if fresh:
+            module.states = {"forward": None, "backward": None}
+        return module.direction_top(direction, window)
+
+    fwd, bwd = top("forward", x, True), top("backward", x, True)
     assert torch.allclose(fwd, reference[..., :p], atol=1e-6)
-    assert torch.allclose(bwd.flip(1), reference[..., p:], atol=1e-6)
+    assert torch.allclose(bwd, reference[..., p:], atol=1e-6)
     # Carrying the state across two windows is running the whole stream at once, row by row.
-    first, states = run_stack(lstm.forward_layers, x[:, :5], None, *args)
-    second, _ = run_stack(lstm.forward_layers, x[:, 5:], states, *args)
+    first, second = top("forward", x[:, :5], True), top("forward", x[:, 5:], False)
     assert torch.allclose(torch.cat([first, second], 1), fwd, atol=1e-6)
     # The backward LM reads its windows from the end of the stream: the same holds right to left.
-    last, states = run_stack(lstm.backward_layers, x[:, 7:].flip(1), None, *args)
-    before, _ = run_stack(lstm.backward_layers, x[:, :7].flip(1), states, *args)
-    assert torch.allclose(torch.cat([before.flip(1), last.flip(1)], 1), reference[..., p:], atol=1e-6)
+    last, before = top("backward", x[:, 7:], True), top("backward", x[:, :7], False)
+    assert torch.allclose(torch.cat([before, last], 1), reference[..., p:], atol=1e-6)
 
 
 def stream_tops(
@@ -299,7 +302,7 @@ def test_training_step_carries_detached_state(tmp_path: Path) -> None:
     assert module.states["forward"] is not None
     module.training_step(batches[0], 0)  # window 0: a new epoch starts from zero state
     module.eval()
-    result = module.evaluate(sentence_batches([["the", "cat"], ["a"]], vocab, 8))
+    result = evaluate(module, sentence_batches([["the", "cat"], ["a"]], vocab, 8))
     assert result["predicted_tokens"] == 5 and result["mean"] > 1
 
 

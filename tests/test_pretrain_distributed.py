@@ -19,6 +19,7 @@ from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
 from ner_app.pretrain.heldout import read_sentences, sentence_batches, shard_batches
 from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.vocab import SoftmaxVocab
 from tests.test_pretrain import write_grammar
@@ -130,7 +131,7 @@ def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.
     torch.set_num_threads(1)  # the processes ran one thread each: the same float32 kernels, bit for bit
     module = BilmLanguageModel.load_from_checkpoint(run / "checkpoints" / "last.ckpt", map_location="cpu")
     vocab = SoftmaxVocab.load(run / "vocab.txt")
-    alone = module.evaluate(sentence_batches(read_sentences(tmp_path / "heldout.txt"), vocab, 16))
+    alone = evaluate(module, sentence_batches(read_sentences(tmp_path / "heldout.txt"), vocab, 16))
     ddp = metrics["heldout"]["heldout.txt"]
     assert {k: ddp[k] for k in alone} == alone
     with h5py.File(run / "softmax.hdf5", "r") as f:

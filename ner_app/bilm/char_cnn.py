@@ -1,4 +1,4 @@
-"""The biLM's context-independent token encoder (elmo_reference.md section 2).
+"""The biLM's context-independent token encoder (docs/bilm_reference.md section 2).
 
 char ids (N, 50) -> CharCNN -> Highway -> linear projection -> token representation (N, P).
 """
@@ -52,7 +52,7 @@ def trim_constant_tail(char_ids: torch.Tensor, width: int) -> torch.Tensor:
     window that starts there sees the same characters and gives the same value. Keeping ``width`` positions
     past the longest word of the batch keeps one such window per row, so the max over windows is unchanged;
     the other constant windows are only repeats. Words are ~7 of the 50 ids, so this halves the CNN's work
-    (docs/pretraining_speed.md, "char CNN").
+    (docs/performance.md, "char CNN").
     """
     if char_ids.shape[0] == 0:
         return char_ids

@@ -1,4 +1,4 @@
-"""Character ids for the ELMo biLM (elmo_reference.md section 1).
+"""Character ids for the ELMo biLM (docs/bilm_reference.md section 1).
 
 Every token becomes exactly ``MAX_CHARS`` ids: UTF-8 bytes wrapped in begin/end-of-word markers and padded.
 All ids are shifted by +1 so that 0 means "no token" (sentence padding).

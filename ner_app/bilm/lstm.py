@@ -1,4 +1,4 @@
-"""The biLM's LSTMs (elmo_reference.md sections 3-5): LSTM cells with projection, two direction stacks.
+"""The biLM's LSTMs (docs/bilm_reference.md sections 3-5): LSTM cells with projection, two direction stacks.
 
 One stack serves inference and pretraining. A cell without clipping can run on torch's own LSTM kernel
 (cuDNN on a GPU): ``torch.nn.LSTM(proj_size=P)`` computes the same cell (Sak et al. 2014) but knows no cell
@@ -193,25 +193,52 @@ class ElmoLstm(nn.Module):
                 )
                 rows = pack_padded_sequence(index, lengths, batch_first=True, enforce_sorted=False).data
             order, unorder = packed.sorted_indices, packed.unsorted_indices  # (B,), (B,)
-            batch_sizes = packed.batch_sizes.tolist()
-            data = packed.data  # (N, I)
-            outputs = []
-            for layer_index, layer in enumerate(layers):
-                h0, c0 = initial[d * self.n_layers + layer_index]
-                layer_input = F.dropout(data, self.dropout, self.training) if self.dropout else data
-                projected = None
-                if layer_index == 0 and rows is not None and distinct is not None:
-                    projected = layer.input_projection(distinct[0])[rows]  # (U, 4C) -> (N, 4C)
-                out, (h, c) = layer(layer_input, batch_sizes, (h0[order], c0[order]), projected)
-                if self.use_skip_connections and layer_index > 0:
-                    out = out + layer_input
-                finals.append((h[unorder], c[unorder]))
-                outputs.append(self._unpack(out, packed, lengths, inputs.shape[1], d == 1))
-                data = out
-            directions.append(outputs)
+            projected = None
+            if rows is not None and distinct is not None:
+                projected = layers.at(0).input_projection(distinct[0])[rows]  # (U, 4C) -> (N, 4C)
+            states = [
+                (h0[order], c0[order]) for h0, c0 in initial[d * self.n_layers : (d + 1) * self.n_layers]
+            ]
+            outputs, ends = self.run_direction(
+                layers, packed.data, packed.batch_sizes.tolist(), states, projected
+            )
+            finals.extend((h[unorder], c[unorder]) for h, c in ends)
+            directions.append(
+                [self._unpack(out, packed, lengths, inputs.shape[1], d == 1) for out in outputs]
+            )
         if self.stateful:
             self._update_states(finals)
         return [torch.cat([fwd, bwd], dim=-1) for fwd, bwd in zip(*directions, strict=True)]
+
+    def run_direction(
+        self,
+        layers: Layers[LstmCellWithProjection],
+        data: torch.Tensor,
+        batch_sizes: list[int],
+        states: list[State],
+        projected: torch.Tensor | None = None,
+        resets: torch.Tensor | None = None,
+    ) -> tuple[list[torch.Tensor], list[State]]:
+        """One direction's stack over packed rows: dropout on every layer's input, a residual connection from
+        the second layer on. data (N, I) time-major packed (see ``LstmCellWithProjection.forward``); states: h
+        (B, P), c (B, C) per layer, in the packed row order; ``projected`` (N, 4C): layer 0's input projection
+        if the caller has it; ``resets`` (N,) bool: rows whose state every layer zeroes before that step.
+
+        Returns every layer's outputs (N, P) and final state. Pretraining runs each direction through this
+        with its own windows and carried state; ``forward`` runs both over a batch of sentences.
+        """
+        outputs, finals = [], []
+        for index, layer in enumerate(layers):
+            layer_input = F.dropout(data, self.dropout, self.training) if self.dropout else data
+            out, final = layer(
+                layer_input, batch_sizes, states[index], projected if index == 0 else None, resets
+            )
+            if self.use_skip_connections and index > 0:
+                out = out + layer_input
+            outputs.append(out)
+            finals.append(final)
+            data = out
+        return outputs, finals
 
     @staticmethod
     def _unpack(

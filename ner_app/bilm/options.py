@@ -1,4 +1,4 @@
-"""The biLM's ``options.json`` (elmo_reference.md section 7), validated, with exact messages on bad input."""
+"""The biLM's ``options.json`` (docs/bilm_reference.md section 7), validated, with exact messages on bad input."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def _train(args: argparse.Namespace) -> int:
 
     report_after_training(
         Path(cfg.output_dir)
-    )  # never raises: the results are already on disk (docs/report.md)
+    )  # never raises: the results are already on disk (docs/reports.md)
     print(
         f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}  ({cfg.output_dir}/metrics.json)"
     )
@@ -71,7 +71,7 @@ def _embed(args: argparse.Namespace) -> int:
         raise NerAppError(
             f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
         )
-    if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/tfhub_outputs.md)
+    if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/serving.md)
         from ner_app.serve.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
 
         names = parse_outputs(args.outputs, bilm.num_layers - 1)

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument(
         "--outputs", metavar="NAMES",
         help="write TF-Hub ELMo's named outputs instead: 'all' or a comma-separated subset of word_emb,"
-        "lstm_outputs1,lstm_outputs2,elmo,default; one hdf5 group per line (docs/tfhub_outputs.md)",
+        "lstm_outputs1,lstm_outputs2,elmo,default; one hdf5 group per line (docs/serving.md)",
     )  # fmt: skip
     embed.add_argument(
         "--scalar-mix",
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare finished runs: dev/test F1 mean +/- std per config, per entity type, paired by seed",
         description="Groups the run folders by config (seed, output_dir, threads, logging and cache keys left "
         "out) and data, and prints Markdown tables: F1 mean +/- sample std over seeds, per entity type, and "
-        "per-seed differences between configs that share seeds (docs/compare_and_predict_html.md).",
+        "per-seed differences between configs that share seeds (docs/reports.md).",
     )
     compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
     compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help="write a run folder's self-contained HTML report (curves, per-type scores, errors, ELMo weights)",
         description="Reads metrics.json, logs/metrics.csv, predictions_{dev,test}.conll and the trained weights "
-        "of a train.py run folder and writes one HTML file with its images embedded (docs/report.md).",
+        "of a train.py run folder and writes one HTML file with its images embedded (docs/reports.md).",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
     report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="download a public AllenNLP ELMo (options.json and weights hdf5), resumable and checked",
         description="Fetches the options and weights of an AllenNLP ELMo into --output (an interrupted download "
         "resumes from DIR/NAME.part), checks size, checksum where one is known, and structure, then prints the "
-        "elmo.options=... and elmo.weights=... overrides that use them (docs/download.md).",
+        "elmo.options=... and elmo.weights=... overrides that use them (docs/serving.md).",
     )
     download.add_argument("model", choices=list(MODELS), help="which ELMo")
     download.add_argument("--output", required=True, help="the folder to download into")

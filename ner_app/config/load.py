@@ -249,10 +249,21 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: type
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any = TrainConfig) -> Any:
     """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``; relative paths are
     resolved against the config's project root (``resolve_paths``)."""
-    if Path(path).is_dir():
+    data = read_config_file(Path(path))
+    return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
+
+
+BASE_KEY = "base"  # a config's first key may name another config it extends (a path beside it)
+MAX_BASES = 8  # bases of bases
+
+
+def read_config_file(path: Path, extending: tuple[Path, ...] = ()) -> Any:
+    """The YAML mapping of a config file, with its ``base:`` config (read first, then overridden key by key:
+    sections merge, other values replace) folded in."""
+    if path.is_dir():
         raise ConfigError(f"{path}: is a folder, expected a YAML config file")
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
     try:
@@ -262,7 +273,30 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
+    if not isinstance(data, dict) or BASE_KEY not in data:
+        return data
+    base = data.pop(BASE_KEY)
+    if not isinstance(base, str) or not base:
+        raise ConfigError(
+            f"{path}: key '{BASE_KEY}': expected the path of another config, found {base!r:.40}"
+        )
+    base_path = (path.parent / base).resolve()
+    if base_path in extending or path.resolve() == base_path:
+        raise ConfigError(f"{path}: key '{BASE_KEY}': {base} extends itself (a cycle of base configs)")
+    if len(extending) >= MAX_BASES:
+        raise ConfigError(f"{path}: key '{BASE_KEY}': more than {MAX_BASES} configs extend each other")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: key '{BASE_KEY}': {base_path} does not exist")
+    merged = read_config_file(base_path, (*extending, path.resolve()))
+    return _merged(merged if isinstance(merged, dict) else {}, data)
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
 
 
 # Keys that name files or folders (absent ones are skipped: each schema has some of them). "package" is
@@ -280,7 +314,7 @@ def project_root(config_path: str | Path) -> Path:
 def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
     """Make every relative path of ``cfg`` (from the file or an override) absolute against
     ``project_root(config_path)``, so that a config means the same files from any working directory
-    (docs/paths_and_logs.md)."""
+    (docs/configuration.md)."""
     root = project_root(config_path)
 
     def resolve(value: str) -> str:

@@ -20,6 +20,23 @@ class ConfigError(NerAppError):
     """A config file or override is invalid; the message names the key and the source."""
 
 
+# ------------------------------------------------------------------- keys of every Lightning run
+@dataclass
+class RuntimeConfig:
+    """Where and how a Lightning run executes: the keys the tagger's ``trainer`` and pretraining's ``train``
+    sections share (``ner_app.runtime.trainer.build_trainer`` reads them)."""
+
+    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: Accelerator = "auto"  # Lightning accelerator
+    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
+    num_nodes: int = 1  # machines (docs/scaling_out.md: torchrun or SLURM start one process per device)
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    threads: int | None = None  # torch CPU threads; null = torch default
+    log_every_n_steps: int = 50  # Lightning logging interval
+    max_time_minutes: float | None = None  # stop training after this long (then export/report the best)
+    enable_progress_bar: bool = True  # Lightning progress bar
+
+
 # ----------------------------------------------------------------------------- tagger tree
 @dataclass
 class DataConfig:
@@ -69,19 +86,10 @@ class OptimConfig:
 
 
 @dataclass
-class TrainerConfig:
+class TrainerConfig(RuntimeConfig):
     max_epochs: int = 50  # upper bound on training epochs
     patience: int = 10  # early stopping on dev entity F1
-    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
-    accelerator: Accelerator = "auto"  # Lightning accelerator
-    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
-    num_nodes: int = 1  # machines (docs/scaling_out.md: torchrun or SLURM start one process per device)
-    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
-    threads: int | None = None  # torch CPU threads; null = torch default
-    log_every_n_steps: int = 50  # Lightning logging interval
-    max_time_minutes: float | None = None  # stop training after this long (then report on the best epoch)
     limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
-    enable_progress_bar: bool = True  # Lightning progress bar
 
 
 @dataclass
@@ -132,7 +140,10 @@ class BilmModelConfig:
 
 
 @dataclass
-class BilmTrainConfig:
+class BilmTrainConfig(RuntimeConfig):
+    """Under DDP (docs/scaling_out.md) each process reads its own batch_size streams: a step reads
+    devices x num_nodes x batch_size streams in all."""
+
     batch_size: int = 128  # sequences per batch
     unroll_steps: int = 20  # truncated-BPTT length
     n_negative_samples: int = 8192  # sampled-softmax negatives
@@ -147,21 +158,10 @@ class BilmTrainConfig:
     # a trained biLM (model.init_weights) first learns to read it before its gradients reach the biLM
     frozen_bilm_steps: int = 0
     max_steps: int = 10000  # stop after this many optimiser steps
-    max_time_minutes: float | None = None  # wall-clock budget; null = none
-    log_every_n_steps: int = 50  # logging interval
     val_every_n_steps: int = 1000  # held-out perplexity interval (and checkpoint interval)
     val_max_sentences: int | None = 1000  # periodic validation on the first N sentences of heldout[0]
     patience: int | None = None  # stop after this many validations without a better val_ppl; export the best
     eval_batch_size: int = 64  # sentences per held-out batch
-    precision: Precision = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
-    accelerator: Accelerator = "auto"  # Lightning accelerator
-    # DDP (docs/scaling_out.md): each process reads its own batch_size streams, so a step reads
-    # devices x num_nodes x batch_size streams in all.
-    devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
-    num_nodes: int = 1  # machines (torchrun or SLURM start one process per device)
-    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
-    threads: int | None = None  # torch CPU threads; null = torch default
-    enable_progress_bar: bool = True  # Lightning progress bar
 
 
 @dataclass

@@ -24,11 +24,11 @@ from ner_app.pretrain.heldout import IGNORE, read_lines, split_documents
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
-_BOS_TYPE, _EOS_TYPE = 0, 1  # type ids of <S> and </S> in every Corpus
+_BOS_TYPE, _EOS_TYPE = 0, 1  # type ids of <S> and </S> in every TrainingText
 
 
 @dataclass
-class Corpus:
+class TrainingText:
     """A tokenised text as type ids: ``tokens`` (N,) int32 with the boundaries of every sentence included.
 
     ``types[i]`` is the string of type i (0 ``<S>``, 1 ``</S>``), ``offsets`` (n_sentences + 1,) the start of
@@ -56,7 +56,7 @@ def read_corpus(
     max_tokens: int | None = None,
     documents: Sequence[int] | None = None,
     extra: Sequence[str | Path] = (),
-) -> Corpus:
+) -> TrainingText:
     """One sentence per line, tokens separated by whitespace; blank lines separate documents.
 
     ``documents`` [first, stop) keeps only those documents of ``path`` (0-based, in file order); ``extra``
@@ -106,7 +106,7 @@ def read_corpus(
     except OSError as err:
         raise MissingFileError(f"{path}: cannot read corpus: {err.strerror or err}") from None
     for extra_path in [] if full else extra:
-        for document in split_documents(read_lines(extra_path, "extra training text")):
+        for document in split_documents(read_lines(extra_path, "extra training text"), str(extra_path)):
             new_document()
             if any(add(words) for words in document):
                 break
@@ -115,7 +115,7 @@ def read_corpus(
         raise NerAppError(f"{path}: no sentences{where} (expected one tokenised sentence per line)")
     if starts[-1] == len(offsets) - 1:  # trailing blank lines opened a document with no sentence
         starts.pop()
-    return Corpus(
+    return TrainingText(
         tokens=np.frombuffer(tokens, dtype=np.int32).copy(),
         offsets=np.asarray(offsets, dtype=np.int64),
         documents=np.asarray(starts, dtype=np.int64),
@@ -123,7 +123,7 @@ def read_corpus(
     )
 
 
-def sentence_order(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+def sentence_order(corpus: TrainingText, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
     """The order (n_sentences,) in which ``pack`` writes the sentences."""
     n = corpus.num_sentences
     rng = np.random.default_rng([seed, epoch])
@@ -137,7 +137,7 @@ def sentence_order(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> n
     return np.concatenate([np.arange(bounds[d], bounds[d + 1]) for d in docs])
 
 
-def document_starts(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+def document_starts(corpus: TrainingText, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
     """(N,) bool: where ``pack``'s stream has the first <S> of a document (none when sentences are shuffled)."""
     flags = np.zeros(len(corpus.tokens), dtype=bool)
     if shuffle != "sentences":
@@ -147,7 +147,7 @@ def document_starts(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> 
     return flags
 
 
-def pack(corpus: Corpus, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
+def pack(corpus: TrainingText, shuffle: Shuffle, seed: int, epoch: int) -> np.ndarray:
     """The whole text as one stream (N,) int32: sentences (or whole documents) in a seeded shuffled order."""
     if shuffle == "none":
         return corpus.tokens
@@ -190,7 +190,7 @@ class StreamBatches:
 
     def __init__(
         self,
-        corpus: Corpus,
+        corpus: TrainingText,
         vocab: SoftmaxVocab,
         batch_size: int,
         unroll_steps: int,

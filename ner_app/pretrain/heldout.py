@@ -8,7 +8,7 @@ so the two perplexities count the same tokens and compare directly (``document_b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from ner_app.bilm.document import MAX_POSITIONS, Context, document_contexts, stream_batches
 from ner_app.errors import MissingFileError
 from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.text.conll import DOCSTART, conll_documents, parse_conll
 from ner_app.text.tags import is_tag
 
 IGNORE = -1  # target of a position with nothing to predict
@@ -28,34 +29,29 @@ def looks_like_conll(lines: Sequence[str]) -> bool:
     """True when the first 200 non-blank lines are CoNLL rows: >= 2 columns, a NER tag last, or -DOCSTART-."""
     sample = [line.split() for line in lines[:200] if line.strip()]
     return bool(sample) and all(
-        len(cols) >= 2 and (is_tag(cols[-1]) or cols[0] == "-DOCSTART-") for cols in sample
+        len(cols) >= 2 and (is_tag(cols[-1]) or cols[0] == DOCSTART) for cols in sample
     )
 
 
-def split_documents(lines: Sequence[str]) -> list[Document]:
-    """Documents of a text (one sentence per line, a blank line ends a document) or of a CoNLL file (token in
-    column 1, a blank line ends a sentence, ``-DOCSTART-`` starts a document). Empty documents are dropped."""
-    conll = looks_like_conll(lines)
+def split_documents(lines: Sequence[str], source: str = "<text>") -> list[Document]:
+    """Documents of a text (one sentence per line, a blank line ends a document) or of a CoNLL file (read by
+    ``text.conll``: ``-DOCSTART-`` starts a document; ``source`` names it in errors). Empty documents are
+    dropped."""
+    if looks_like_conll(lines):
+        return conll_documents(parse_conll("\n".join(lines), source))
     documents: list[Document] = [[]]
-    sentence: list[str] = []
-    for line in [*lines, ""]:
+    for line in lines:
         cols = line.split()
-        if conll and cols and cols[0] != "-DOCSTART-":
-            sentence.append(cols[0])
-            continue
-        if conll and sentence:
-            documents[-1].append(sentence)
-            sentence = []
-        if not conll and cols:
+        if cols:
             documents[-1].append(cols)
-        elif (not cols and not conll) or (cols and cols[0] == "-DOCSTART-"):
+        else:
             documents.append([])
     return [d for d in documents if d]
 
 
 def read_documents(path: str | Path, max_sentences: int | None = None) -> list[Document]:
     """``split_documents`` of a file, cut after its first ``max_sentences`` sentences (null: all)."""
-    return first_sentences(split_documents(read_lines(path, "held-out text")), max_sentences)
+    return first_sentences(split_documents(read_lines(path, "held-out text"), str(path)), max_sentences)
 
 
 def read_lines(path: str | Path, what: str) -> list[str]:
@@ -143,3 +139,16 @@ def shard_batches(batches: Sequence[dict[str, Any]], rank: int, world_size: int)
     rounds = -(-len(batches) // world_size)
     share: list[dict[str, Any]] = [{**batches[k], "index": k} for k in range(rank, len(batches), world_size)]
     return share + [{"index": -1}] * (rounds - len(share))
+
+
+class BatchIterable:
+    """A fixed list of batches as one loader (Lightning would take a plain list for several loaders)."""
+
+    def __init__(self, batches: list[dict[str, Any]]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)

@@ -3,58 +3,22 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
+from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
 from ner_app.bilm.document import context_layers
 from ner_app.bilm.lstm import State
 from ner_app.bilm.options import BilmOptions
 from ner_app.errors import NerAppError
-from ner_app.pretrain.heldout import IGNORE, shard_batches
+from ner_app.pretrain.heldout import IGNORE
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
-
-
-def run_stack(
-    cells: nn.ModuleList,
-    x: torch.Tensor,
-    states: list[State] | None,
-    dropout: float,
-    skip: bool,
-    training: bool,
-    resets: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, list[State]]:
-    """One direction's LSTM stack over full windows, left to right: x (B, T, P) -> top (B, T, P), final states.
-
-    The same computation as one direction of ``ElmoLstm`` (dropout on every layer input, residual from the
-    second layer on), for rows without padding, so each direction can read its own window and carry its own
-    state. States: per layer h (B, P), c (B, C), or None for zeros; the finals are detached (truncated BPTT).
-    ``resets`` (B, T) bool: positions where every layer's state is zeroed first (sentence starts), so that
-    a sentence in a stream is computed exactly as the stateless biLM computes it alone.
-    """
-    batch, steps, _ = x.shape
-    data = x.transpose(0, 1).reshape(steps * batch, -1)  # time-major, the cells' packed layout
-    packed_resets = resets.transpose(0, 1).reshape(-1) if resets is not None else None  # (T * B,)
-    finals = []
-    for index, cell in enumerate(cells):
-        if states is None:
-            state = (x.new_zeros(batch, cell.projection_size), x.new_zeros(batch, cell.cell_size))
-        else:
-            state = (states[index][0].to(x.device, x.dtype), states[index][1].to(x.device, x.dtype))
-        layer_input = F.dropout(data, dropout, training) if dropout else data
-        out, (h, c) = cell(layer_input, [batch] * steps, state, resets=packed_resets)
-        if skip and index > 0:
-            out = out + layer_input
-        finals.append((h.detach().float(), c.detach().float()))
-        data = out
-    return data.view(steps, batch, -1).transpose(0, 1), finals
 
 
 class BilmLanguageModel(pl.LightningModule):
@@ -70,8 +34,11 @@ class BilmLanguageModel(pl.LightningModule):
     Why not one stateful ``ElmoLstm`` call per window: its backward stack would start each window from the
     state it ended the previous window with, which has read the token just before this window, the backward
     target of the window's first position. The model would learn to read that leak. Instead each direction
-    runs its own stack over its own windows (``run_stack``): the backward LM reads the streams right to left,
+    runs its own stack over its own windows (``ElmoLstm.run_direction``): the backward LM reads the streams right to left,
     like bilm-tf's separate reversed stream, so its carried state is its true right-hand context.
+
+    Every evaluation runs through Lightning's validation loop (``validation_step``): periodic validation during
+    ``fit`` logs ``val_ppl``; an evaluation run by ``trainer.validate`` leaves its result in ``perplexity``.
     """
 
     def __init__(
@@ -93,8 +60,7 @@ class BilmLanguageModel(pl.LightningModule):
         self.output_dropout = nn.Dropout(dropout)  # on the top layer, before the softmax
         self.states: dict[str, list[State] | None] = {"forward": None, "backward": None}
         self._val: dict[int, Sums] = {}  # this process's validation batches by index
-        self._clock: float | None = None
-        self.train_tokens, self.train_seconds = 0, 0.0  # throughput, timed between training batches
+        self.perplexity: dict[str, float] | None = None  # the last validation's result
 
     # ------------------------------------------------------------------------------------ training
     def embed(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -110,13 +76,24 @@ class BilmLanguageModel(pl.LightningModule):
         ``resets`` (B, T) bool in text order: where this direction's state is zeroed (its sentence starts).
         """
         lstm = self.bilm.lstm
-        cells = lstm.forward_layers if direction == "forward" else lstm.backward_layers
+        layers = lstm.forward_layers if direction == "forward" else lstm.backward_layers
         if direction == "backward":
             x = x.flip(1)  # windows are full, so reversing the time axis is reversing every row
             resets = resets.flip(1) if resets is not None else None
-        top, self.states[direction] = run_stack(
-            cells, x, self.states[direction], lstm.dropout, lstm.use_skip_connections, self.training, resets
-        )
+        batch, steps, _ = x.shape
+        carried = self.states[direction]
+        if carried is None:
+            zeros = (x.new_zeros(batch, lstm.projection_size), x.new_zeros(batch, lstm.cell_size))
+            states = [zeros] * lstm.n_layers
+        else:
+            states = [(h.to(x.device, x.dtype), c.to(x.device, x.dtype)) for h, c in carried]
+        data = x.transpose(0, 1).reshape(steps * batch, -1)  # (T * B, P) time-major: the cells' packed layout
+        packed_resets = resets.transpose(0, 1).reshape(-1) if resets is not None else None  # (T * B,)
+        outputs, finals = lstm.run_direction(layers, data, [batch] * steps, states, resets=packed_resets)
+        self.states[direction] = [
+            (h.detach().float(), c.detach().float()) for h, c in finals
+        ]  # truncated BPTT
+        top = outputs[-1].view(steps, batch, -1).transpose(0, 1)  # (B, T, P)
         return top.flip(1) if direction == "backward" else top
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
@@ -125,7 +102,7 @@ class BilmLanguageModel(pl.LightningModule):
         fwd, bwd = batch["forward"], batch["backward"]
         # While frozen, the biLM runs without a graph: its weights get no gradient (the optimiser skips them,
         # Adagrad's accumulators included) and the step skips the biLM's backward.
-        frozen = self.global_step < self.hparams.frozen_bilm_steps
+        frozen = self.global_step < self.hparams["frozen_bilm_steps"]
         tops = {}
         with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
             # Both windows in one encoder call: words they share are encoded once.
@@ -136,7 +113,7 @@ class BilmLanguageModel(pl.LightningModule):
                 # document-context ELMo, docs/document_context.md)
                 resets = (
                     batch[direction]["resets"]
-                    if self.hparams.sentence_reset
+                    if self.hparams["sentence_reset"]
                     else batch[direction].get("document_resets")
                 )
                 tops[direction] = self.direction_top(direction, inputs, resets)
@@ -150,29 +127,20 @@ class BilmLanguageModel(pl.LightningModule):
         size = len(fwd["mask"])
         self.log("train_loss", loss, prog_bar=True, batch_size=size)
         self.log_dict({f"train_loss_{d}": v for d, v in losses.items()}, batch_size=size)
-        if self.train_seconds > 0:
-            speed = self.train_tokens / self.train_seconds
-            self.log("train_tok_per_s", speed, prog_bar=True, batch_size=size)
         return loss
 
-    def on_train_batch_end(self, outputs: Any, batch: dict[str, Any], batch_idx: int) -> None:
-        now = time.perf_counter()
-        # The first batch (and the first after a validation) only starts the clock.
-        if self._clock is not None:
-            self.train_tokens += int(batch["forward"]["mask"].sum())
-            self.train_seconds += now - self._clock
-        self._clock = now
-
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        if self.hparams.optimizer == "adagrad":
-            return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr, initial_accumulator_value=1.0)
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        if self.hparams["optimizer"] == "adagrad":
+            return torch.optim.Adagrad(
+                self.parameters(), lr=self.hparams["lr"], initial_accumulator_value=1.0
+            )
+        return torch.optim.Adam(self.parameters(), lr=self.hparams["lr"])
 
     def setup(self, stage: str) -> None:
         if self.trainer.world_size > 1:
             # Every process was seeded alike; its own dropout masks come from its own seed. (DDP copies rank 0's
             # initial weights to all; the candidate sampler keeps one seed: one draw per step, as one process.)
-            seed = np.random.SeedSequence([self.hparams.seed, self.global_rank]).generate_state(1)[0]
+            seed = np.random.SeedSequence([self.hparams["seed"], self.global_rank]).generate_state(1)[0]
             torch.manual_seed(int(seed))
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -203,7 +171,7 @@ class BilmLanguageModel(pl.LightningModule):
             restore_rng_states(mine["rng_states"], {"softmax_sampler": self.softmax.sampler.generator})
 
     # ---------------------------------------------------------------------------------- evaluation
-    def sentence_nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def sentence_nll(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact NLL of every prediction of a ``sentence_batches`` or ``document_batches`` batch: forward
         (N_f,), backward (N_b,)."""
         if "contexts" in batch:  # each sentence's positions in its document's stream, read from zero state
@@ -220,7 +188,7 @@ class BilmLanguageModel(pl.LightningModule):
         bwd = self.softmax.full_nll(top[:, 1:, p:][bwd_valid], targets[:, :-1][bwd_valid])
         return fwd, bwd
 
-    def batch_sums(self, batch: dict[str, torch.Tensor]) -> Sums:
+    def batch_sums(self, batch: dict[str, Any]) -> Sums:
         """(forward NLL sum, predictions, backward NLL sum, predictions) of one batch, the sums in float64."""
         fwd, bwd = self.sentence_nll(batch)
         return fwd.double().sum().item(), len(fwd), bwd.double().sum().item(), len(bwd)
@@ -234,8 +202,9 @@ class BilmLanguageModel(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         parts = _merge(_gather(self._val))
-        if parts:
-            ppl = combine(parts)
+        self.perplexity = combine(parts) if parts else None
+        if self.perplexity is not None and self.trainer.state.fn == TrainerFn.FITTING:
+            ppl = self.perplexity
             # Every process holds the same numbers; sync_dist averages equal values, which keeps them exact.
             self.log_dict(
                 {
@@ -244,27 +213,6 @@ class BilmLanguageModel(pl.LightningModule):
                 },
                 sync_dist=True,
             )
-        self._clock = None
-
-    @torch.inference_mode()
-    def evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
-        """Exact held-out perplexity of ``sentence_batches``: forward, backward, mean, and the number of predicted
-        tokens per direction. Under DDP every process must call it: each computes its share of the batches and
-        the per-batch sums are gathered and added in batch order, so the result is the one-process number."""
-        was_training = self.training
-        self.eval()
-        rank, world = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
-        parts = {}
-        for batch in shard_batches(batches, rank, world):
-            if batch["index"] >= 0:
-                inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v
-                          for k, v in batch.items() if k in ("char_ids", "targets", "contexts")}  # fmt: skip
-                parts[int(batch["index"])] = self.batch_sums(inputs)
-        self.train(was_training)
-        parts = _merge(_gather(parts))
-        if not parts:
-            raise ValueError("no held-out sentences to evaluate")
-        return combine(parts)
 
 
 Sums = tuple[float, int, float, int]  # forward NLL sum, predictions, backward NLL sum, predictions

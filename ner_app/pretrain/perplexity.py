@@ -14,14 +14,31 @@ from typing import Any
 
 import h5py
 import numpy as np
+import pytorch_lightning as pl
 import torch
 
 from ner_app.bilm.options import read_options
 from ner_app.bilm.weights import WeightFileError, load_weights, precheck_weights
 from ner_app.errors import MissingFileError
-from ner_app.pretrain.heldout import context_batches, read_documents
+from ner_app.pretrain.heldout import BatchIterable, context_batches, read_documents, shard_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.runtime.trainer import evaluation_trainer
+
+
+def evaluate(
+    module: BilmLanguageModel, batches: list[dict[str, Any]], trainer: pl.Trainer | None = None
+) -> dict[str, float]:
+    """Exact perplexity of held-out batches (``heldout.context_batches``) through Lightning's validation loop:
+    forward, backward, mean, and the predicted tokens per direction. Under DDP every process calls it with the
+    same batches and validates its share; the per-batch sums are gathered and added in batch order, so the
+    result is the one-process number. Without ``trainer``: one CPU process (``evaluation_trainer``)."""
+    trainer = trainer if trainer is not None else evaluation_trainer()
+    shard = shard_batches(batches, trainer.global_rank, trainer.world_size)
+    trainer.validate(module, dataloaders=BatchIterable(shard), verbose=False)
+    if module.perplexity is None:
+        raise ValueError("no held-out sentences to evaluate")
+    return module.perplexity
 
 
 def load_language_model(run_dir: str | Path) -> tuple[BilmLanguageModel, SoftmaxVocab]:
@@ -69,6 +86,7 @@ def heldout_perplexities(
 ) -> dict[str, dict[str, Any]]:
     """{file name: {path, sentences, documents, contexts: {context: perplexities}}} for every file."""
     module, vocab = load_language_model(run_dir)
+    trainer = evaluation_trainer()
     results = {}
     for path in files:
         documents = read_documents(path, max_sentences)
@@ -77,7 +95,8 @@ def heldout_perplexities(
             "sentences": sum(len(d) for d in documents),
             "documents": len(documents),
             "contexts": {
-                c: module.evaluate(context_batches(documents, vocab, c, batch_size)) for c in contexts
+                c: evaluate(module, context_batches(documents, vocab, c, batch_size), trainer)
+                for c in contexts
             },
         }
     return results

@@ -21,8 +21,9 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
-from ner_app.errors import NerAppError
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import atomic_path
+from ner_app.runtime.checkpoint import load_checkpoint
 
 LOCK = ".lock"
 IDENTITY_KEY = "ner_app_run"  # checkpoint entry: the run's config and data fingerprint
@@ -56,6 +57,25 @@ def locked_run_folder(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def opened_run(run_dir: Path, resume: bool) -> Iterator[Path]:
+    """The preamble of every training command: ``--resume`` needs ``checkpoints/last.ckpt``; the folder is then
+    claimed (``claimed_run_folder``) for the block, which gets the path of the last checkpoint."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last.is_file():
+        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+    with claimed_run_folder(run_dir, resume):
+        yield last
+
+
+def resumed_step(last: Path, identity: dict[str, Any]) -> int:
+    """The step ``last`` was written at, after refusing a stale or foreign checkpoint (``check_identity``):
+    the CSV log keeps its rows below it. Read before anything is built."""
+    saved = load_checkpoint(last)
+    check_identity(saved, identity, last)
+    return int(saved.get("global_step", 0))
 
 
 @contextmanager

@@ -11,7 +11,7 @@ in this run or the next) and takes its final name by an atomic rename only after
   parameter count.
 
 No size or checksum of these four models is published that we found: allennlp.org/elmo links the files and gives
-each model's parameter count, LSTM sizes and highway layers, nothing more (docs/download.md). The ``size`` and
+each model's parameter count, LSTM sizes and highway layers, nothing more (docs/serving.md). The ``size`` and
 ``sha256`` fields stay ``None`` until a source exists; none is made up here.
 """
 

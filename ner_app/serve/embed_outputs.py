@@ -1,6 +1,6 @@
 """``python -m ner_app embed --outputs``: TF-Hub ELMo's named outputs of every input line, into an hdf5 file.
 
-Layout (docs/tfhub_outputs.md): one group per input line, named by its 0-based line number, holding one
+Layout (docs/serving.md): one group per input line, named by its 0-based line number, holding one
 float32 dataset per chosen output: ``word_emb`` (n, P), ``lstm_outputs{j}`` (n, 2P), ``elmo`` (n, 2P),
 ``default`` (2P,). The file's attributes record the outputs, the mix and the context mode.
 """

@@ -1,6 +1,6 @@
 """The outputs of the TF-Hub ELMo module (tfhub.dev/google/elmo/3), by name, from our biLM's layers.
 
-Names and meaning (docs/tfhub_outputs.md): ``word_emb`` the token representation (B, T, P), stored once (our
+Names and meaning (docs/serving.md): ``word_emb`` the token representation (B, T, P), stored once (our
 layer 0 is it duplicated, [e; e]); ``lstm_outputs{j}`` LSTM layer j as [forward; backward] (B, T, 2P);
 ``elmo`` the scalar mix of all L+1 layers (B, T, 2P); ``default`` the mean of ``elmo`` over each sentence's
 tokens (B, 2P). Sentence boundaries are removed and padded positions are exactly 0.

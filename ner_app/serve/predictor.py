@@ -17,6 +17,7 @@ from ner_app.tagger.batch import Batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
+from ner_app.text.conll import DOCSTART, conll_blocks
 from ner_app.text.tags import convert, entities
 from ner_app.text.tokenizer import sentences as split_sentences
 from ner_app.train.datamodule import LengthBucketSampler, encode_batch
@@ -147,36 +148,19 @@ class Predictor:
             yield {"text": line, "entities": found}
 
 
-def read_conll_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
-    """Group pre-tokenised CoNLL lines into sentences (lists of lines); blank lines and -DOCSTART- separate
-    them and come back as one-line blocks of their own, so the output keeps the input's layout."""
-    block: list[str] = []
-    for line in lines:
-        stripped = line.rstrip("\r\n")
-        if not stripped.strip() or stripped.startswith("-DOCSTART-"):
-            if block:
-                yield block
-                block = []
-            yield [stripped]
-        else:
-            block.append(stripped)
-    if block:
-        yield block
-
-
 def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
     """Append the predicted tag (original scheme) to every token line; other lines pass through.
 
     ``-DOCSTART-`` lines separate documents; a file without any is one document (document context reads it
     in chunks of ``max_stream_positions``)."""
-    blocks = list(read_conll_blocks(lines))
-    is_sentence = [bool(b[0].strip()) and not b[0].startswith("-DOCSTART-") for b in blocks]
+    blocks = list(conll_blocks(lines))
+    is_sentence = [bool(b[0].strip()) and not b[0].startswith(DOCSTART) for b in blocks]
     sentences = [[line.split()[0] for line in b] for b, s in zip(blocks, is_sentence, strict=True) if s]
     documents, doc = [], 0
     for block, sentence in zip(blocks, is_sentence, strict=True):
         if sentence:
             documents.append(doc)
-        elif block[0].startswith("-DOCSTART-"):
+        elif block[0].startswith(DOCSTART):
             doc += 1
     tagged = iter(predictor.tag(sentences, documents))
     for block, sentence in zip(blocks, is_sentence, strict=True):

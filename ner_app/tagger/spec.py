@@ -4,7 +4,7 @@ It is built once from the config and the training data (``TaggerSpec.from_traini
 input of the model builder (``BiLstmCrfTagger.from_spec``), of the batch encoding, of export and of predict.
 ``to_json``/``from_json`` round-trip it exactly; ``from_json`` also reads the untyped ``tagger.json`` of
 exports written before it existed (format ``ner_app.tagger/1``) and refuses anything else in one line that
-names the key. See docs/scaling_out.md for how the spec travels through a run.
+names the key. See docs/architecture.md for how the spec travels through a run.
 """
 
 from __future__ import annotations

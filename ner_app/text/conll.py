@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ner_app.errors import NerAppError
+from ner_app.files import write_text
 from ner_app.text.tags import is_tag
 
 DOCSTART = "-DOCSTART-"
@@ -52,7 +55,11 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
-        text = _decode(path, f.read())
+        return parse_conll(_decode(path, f.read()), path)
+
+
+def parse_conll(text: str, path: str) -> list[Sentence]:
+    """``read_conll`` of text already read; ``path`` names it in errors."""
     text = text.removeprefix("\ufeff")  # a UTF-8 BOM would glue itself to the first -DOCSTART- token
 
     sentences: list[Sentence] = []
@@ -109,3 +116,43 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
             "(expected CoNLL format: token ... tag per line, blank line between sentences)"
         )
     return sentences
+
+
+def conll_documents(sentences: Sequence[Sentence]) -> list[list[list[str]]]:
+    """The tokens of ``sentences`` grouped by document, in order (documents without a sentence are absent)."""
+    documents: dict[int, list[list[str]]] = {}
+    for sentence in sentences:
+        documents.setdefault(sentence.doc, []).append(sentence.tokens)
+    return list(documents.values())
+
+
+def conll_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
+    """Group the lines of a CoNLL file into sentences (lists of lines) as they stream in: blank lines and
+    ``-DOCSTART-`` lines separate them and come back as one-line blocks of their own, so that a writer keeps
+    the input's layout (``predict --format conll`` appends a column to token lines only)."""
+    block: list[str] = []
+    for line in lines:
+        stripped = line.rstrip("\r\n")
+        if not stripped.strip() or stripped.startswith(DOCSTART):
+            if block:
+                yield block
+                block = []
+            yield [stripped]
+        else:
+            block.append(stripped)
+    if block:
+        yield block
+
+
+def write_predictions(
+    path: str | Path,
+    tokens: Sequence[Sequence[str]],
+    gold: Sequence[Sequence[str]],
+    predicted: Sequence[Sequence[str]],
+) -> None:
+    """One ``token gold predicted`` line per token, a blank line between sentences (conlleval's input)."""
+    lines: list[str] = []
+    for sentence, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
+        lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
+        lines.append("")
+    write_text(path, "\n".join(lines) + "\n")

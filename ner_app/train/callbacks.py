@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, ThroughputMonitor
+from pytorch_lightning.callbacks import Callback
 
 from ner_app.errors import NerAppError
+from ner_app.runtime.throughput import TrainingThroughput
 from ner_app.tagger.batch import Batch
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.layer_cache import LayerCache, fill_document_cache
@@ -70,29 +70,9 @@ class LayerCacheFill(Callback):
         dm.use_layer_cache(cache)
 
 
-class TrainThroughput(ThroughputMonitor):
-    """Lightning's monitor, counting sentences (samples) and tokens (items) of every training batch; it logs
-    ``train/device/samples_per_sec`` and ``train/device/items_per_sec`` over the last ``window_size`` batches.
-    Evaluation passes are not monitored: they time themselves (``sentences_per_s`` in metrics.json), and the
-    monitor would log them under step numbers counted from 0 again, which ``--resume`` cannot order."""
-
-    def __init__(self, window_size: int = 20) -> None:
-        super().__init__(batch_size_fn=_sentences, length_fn=_tokens, window_size=window_size)
-
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        pass
-
-    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        pass
-
-    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        pass
-
-    def on_test_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        pass
+def train_throughput() -> TrainingThroughput:
+    """Lightning's monitor counting sentences (samples) and tokens (items) of every training batch."""
+    return TrainingThroughput(batch_size_fn=_sentences, length_fn=_tokens)
 
 
 def _sentences(batch: Batch) -> int:

@@ -104,7 +104,7 @@ def load_hub_splits(hub_name: str) -> Any:
     try:
         loaded = datasets.load_dataset(hub_name)
     except OSError as err:  # ConnectionError (OfflineModeIsEnabled, DNS failure), not cached, not found
-        raise RuntimeError(
+        raise MissingFileError(
             f"could not download dataset '{hub_name}' (offline?): "
             "set data.dir to a folder with train.txt, valid.txt, test.txt in CoNLL format"
         ) from err

@@ -29,9 +29,16 @@ from ner_app.bilm.document import (
 )
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.progress import track
-from ner_app.train.layer_store import _STAGE, CacheInvalid, LayerStore
+from ner_app.train.layer_store import _STAGE, CacheInvalid, LayerCacheError, LayerStore, MissingLayers
 
-__all__ = ["CacheInvalid", "LayerCache", "fill_document_cache", "sentence_key"]
+__all__ = [
+    "CacheInvalid",
+    "LayerCache",
+    "LayerCacheError",
+    "MissingLayers",
+    "fill_document_cache",
+    "sentence_key",
+]
 
 
 def sentence_key(tokens: Sequence[str]) -> bytes:
@@ -67,7 +74,7 @@ class LayerCache(LayerStore):
             if span is None:
                 tokens = list(shown[b]) if shown is not None else [key.hex()]
                 text = " ".join(tokens) if len(tokens) < 30 else " ".join(tokens[:30]) + " ..."
-                raise KeyError(f"sentence not in the layer cache (fill it first): {text!r}")
+                raise MissingLayers(f"sentence not in the layer cache (fill it first): {text!r}")
             spans.append(span)
         width = max((n for _, n in spans), default=2)
         out = torch.empty(self.num_layers, len(spans), width, self.dim)  # (L+1, B, T+2, 2P)
@@ -125,11 +132,13 @@ class LayerCache(LayerStore):
         if not count:
             return 0
         if bilm.stateful:
-            raise ValueError("a stateful biLM's layers depend on earlier batches; they cannot be cached")
+            raise LayerCacheError("a stateful biLM's layers depend on earlier batches; they cannot be cached")
         if (bilm.num_layers, bilm.output_dim) != (self.num_layers, self.dim) or (
             bilm_fingerprint(bilm) != self.fingerprint
         ):
-            raise ValueError(f"this biLM is not the one of the cache {self.root}: its layers would poison it")
+            raise LayerCacheError(
+                f"this biLM is not the one of the cache {self.root}: its layers would poison it"
+            )
         staged: list[tuple[bytes, int, int]] = []  # (key, first row in the stage file, rows)
         was_training = bilm.training
         # Staging in an anonymous file keeps the lock short and leaves nothing behind after a crash.
@@ -140,9 +149,9 @@ class LayerCache(LayerStore):
                     for entries, computed in batches:
                         rows = computed.half().cpu()  # (N, L+1, 2P)
                         if rows.shape[0] != sum(n for _, n in entries):
-                            raise ValueError("computed rows do not match their keys' row counts")
+                            raise LayerCacheError("computed rows do not match their keys' row counts")
                         if not torch.isfinite(rows).all():
-                            raise ValueError("biLM layers overflow float16; they cannot be cached")
+                            raise LayerCacheError("biLM layers overflow float16; they cannot be cached")
                         stage.write(rows.numpy().tobytes())
                         first = staged[-1][1] + staged[-1][2] if staged else 0
                         for key, n in entries:

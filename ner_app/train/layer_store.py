@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
+from ner_app.errors import NerAppError
 from ner_app.files import write_bytes
 
 log = logging.getLogger("ner_app.train.layer_cache")
@@ -39,6 +40,17 @@ _INDEX_DTYPE = np.dtype([("key", "u1", (32,)), ("offset", "<i8"), ("length", "<i
 _CHUNK = 1 << 24  # bytes per read while checksumming
 _INT_FIELDS = ("rows", "sentences", "generation", "data_bytes", "data_crc32")
 _DATA, _MANIFEST, _LOCK, _STAGE = "layers.f16", "manifest.json", ".lock", ".stage-"
+
+
+class LayerCacheError(NerAppError):
+    """A layer cache that cannot be used as asked: another biLM's, a stateful biLM, layers float16 cannot hold."""
+
+
+class MissingLayers(LayerCacheError, KeyError):
+    """A sentence whose layers were never filled in (a ``KeyError`` too: a lookup by key that failed)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class CacheInvalid(Exception):
@@ -64,7 +76,7 @@ class LayerStore:
         self, directory: str | Path, fingerprint: str, num_layers: int, dim: int, verify: bool = True
     ) -> None:
         if num_layers < 1 or dim < 1 or len(fingerprint) < 32:
-            raise ValueError(f"bad cache shape ({num_layers}, {dim}) or fingerprint {fingerprint!r}")
+            raise LayerCacheError(f"bad cache shape ({num_layers}, {dim}) or fingerprint {fingerprint!r}")
         self.fingerprint, self.num_layers, self.dim = fingerprint, num_layers, dim
         self.root = Path(directory) / fingerprint[:32]
         self.root.mkdir(parents=True, exist_ok=True)

@@ -58,19 +58,5 @@ def text_report(
     )
 
 
-def write_predictions(
-    path: str | Path,
-    tokens: Sequence[Sequence[str]],
-    gold: Sequence[Sequence[str]],
-    predicted: Sequence[Sequence[str]],
-) -> None:
-    """One ``token gold predicted`` line per token, a blank line between sentences (conlleval's input)."""
-    lines: list[str] = []
-    for sentence, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
-        lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
-        lines.append("")
-    write_text(path, "\n".join(lines) + "\n")
-
-
 def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
     write_text(path, json.dumps(metrics, indent=2) + "\n")

@@ -21,33 +21,25 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm
-from ner_app.config.load import ConfigError, TrainConfig, config_to_dict, save_config
+from ner_app.config.checks import check_train_config
+from ner_app.config.load import TrainConfig, config_to_dict, save_config
 from ner_app.errors import MissingFileError
 from ner_app.files import write_text
-from ner_app.limits import check_train_config
-from ner_app.runtime.checkpoint import SafeCheckpointIO, load_checkpoint
-from ner_app.runtime.devices import choose_precision
 from ner_app.runtime.finite import FiniteGuard
-from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
-from ner_app.runtime.run_dir import (
-    ResumableCSVLogger,
-    RunIdentity,
-    check_identity,
-    claimed_run_folder,
-    data_fingerprint,
-    run_identity,
-)
+from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, resumed_step, run_identity
+from ner_app.runtime.trainer import build_trainer
 from ner_app.tagger.export import export_model
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
-from ner_app.train.callbacks import LayerCacheFill, TrainThroughput
+from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import Corpus, load_corpus
 from ner_app.train.datamodule import MAX_WORD_CHARS, ConllDataModule
 from ner_app.train.glove import embedding_matrix, load_glove
 from ner_app.train.module import TaggerModule
-from ner_app.train.reports import text_report, write_metrics, write_predictions
+from ner_app.train.reports import text_report, write_metrics
 
 log = logging.getLogger("ner_app")
 
@@ -112,26 +104,6 @@ def build_tagger(
     return tagger
 
 
-def build_trainer(
-    cfg: TrainConfig, run_dir: Path, callbacks: list[Callback], keep_below: int | None = None
-) -> pl.Trainer:
-    t = cfg.trainer
-    accelerator, precision = choose_precision(t.accelerator, t.precision)
-    silence_known_warnings()
-    return pl.Trainer(
-        accelerator=accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
-        precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
-        max_epochs=t.max_epochs, gradient_clip_val=cfg.optim.grad_clip,
-        gradient_clip_algorithm="norm", callbacks=[*callbacks, *lightning_progress(t.enable_progress_bar)],
-        logger=ResumableCSVLogger(run_dir, "logs", keep_below), plugins=[SafeCheckpointIO()],
-        log_every_n_steps=t.log_every_n_steps, limit_train_batches=t.limit_train_batches,
-        max_time={"minutes": t.max_time_minutes} if t.max_time_minutes else None,  # type: ignore[dict-item]
-        enable_progress_bar=t.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
-        default_root_dir=run_dir,
-        use_distributed_sampler=False,  # LengthBucketSampler shards by rank itself
-    )  # fmt: skip
-
-
 def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
     """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
     metrics: dict[str, Any] = {}
@@ -161,17 +133,10 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
 
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
-    check_train_config(cfg)
-    if cfg.elmo.max_stream_positions < 2:  # before the run folder is checked: a config error comes first
-        raise ConfigError(
-            f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {cfg.elmo.max_stream_positions}"
-        )
+    check_train_config(cfg)  # before the run folder is checked: a config error comes first
     run_dir = Path(cfg.output_dir)
-    last = run_dir / "checkpoints" / "last.ckpt"
-    if resume and not last.is_file():
-        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
-    with claimed_run_folder(run_dir, resume):
-        return _run_training(cfg, run_dir, resume)
+    with opened_run(run_dir, resume) as last:
+        return _run_training(cfg, run_dir, last, resume)
 
 
 def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
@@ -181,15 +146,9 @@ def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
     return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()))
 
 
-def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
-    last = run_dir / "checkpoints" / "last.ckpt"
+def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> dict[str, Any]:
     identity = _data_identity(cfg)
-    keep_below = None
-    if resume:  # refuse a stale or foreign checkpoint before anything is built
-        saved = load_checkpoint(last)
-        check_identity(saved, identity, last)
-        keep_below = int(saved.get("global_step", 0))
-        del saved
+    keep_below = resumed_step(last, identity) if resume else None  # before anything is built
     if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
         save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:
@@ -214,10 +173,11 @@ def _run_training(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, An
     every_epoch = MovableCheckpoint(dirpath=last.parent, filename=last.stem, enable_version_counter=False)
     callbacks: list[Callback] = [best, every_epoch,
                                  EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
-                                 TrainThroughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
+                                 train_throughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
-    trainer = build_trainer(cfg, run_dir, callbacks, keep_below)
+    trainer = build_trainer(cfg.trainer, callbacks, run_dir, keep_below, grad_clip=cfg.optim.grad_clip,
+                            max_epochs=cfg.trainer.max_epochs, limit_train_batches=cfg.trainer.limit_train_batches)  # fmt: skip
     trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
     chosen = best.best_model_path or None  # None: no complete dev pass; keep the last weights
     trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)

@@ -1,0 +1,1 @@
+"""Speed measurements of ner_app; run each from the repository root: ``python -m benchmarks.NAME --help``."""

@@ -1,0 +1,50 @@
+"""The one Trainer builder: every Lightning run (the tagger's, pretraining's, an evaluation) is made here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Callback
+
+from ner_app.config.schema import RuntimeConfig
+from ner_app.runtime.checkpoint import SafeCheckpointIO
+from ner_app.runtime.devices import choose_precision
+from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
+from ner_app.runtime.run_dir import ResumableCSVLogger
+
+
+def build_trainer(
+    runtime: RuntimeConfig,
+    callbacks: list[Callback],
+    run_dir: Path | None = None,
+    keep_below: int | None = None,
+    grad_clip: float | None = None,
+    **loops: Any,
+) -> pl.Trainer:
+    """A Trainer on ``runtime``'s devices and precision, checkpoints loaded without pickle, the run's CSV log in
+    ``run_dir/logs`` (none without ``run_dir``: an evaluation) keeping the rows below step ``keep_below``, and
+    progress suited to where stderr goes. ``loops``: the run's own loop bounds (``max_epochs``, ``max_steps``,
+    ``val_check_interval``, ...)."""
+    accelerator, precision = choose_precision(runtime.accelerator, runtime.precision)
+    silence_known_warnings()
+    max_time = {"minutes": runtime.max_time_minutes} if runtime.max_time_minutes else None
+    return pl.Trainer(
+        accelerator=accelerator, devices=runtime.devices, num_nodes=runtime.num_nodes, strategy=runtime.strategy,
+        precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
+        max_time=max_time,  # type: ignore[arg-type]  # minutes may be fractional; Lightning takes a float
+        gradient_clip_val=grad_clip, gradient_clip_algorithm="norm",
+        callbacks=[*callbacks, *lightning_progress(runtime.enable_progress_bar)],
+        logger=ResumableCSVLogger(run_dir, "logs", keep_below) if run_dir is not None else False,
+        plugins=[SafeCheckpointIO()], log_every_n_steps=runtime.log_every_n_steps,
+        enable_progress_bar=runtime.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
+        default_root_dir=run_dir,
+        use_distributed_sampler=False,  # every loader of this project shards by rank itself
+        **loops,
+    )  # fmt: skip
+
+
+def evaluation_trainer() -> pl.Trainer:
+    """One CPU process in fp32, no log, no bar: an evaluation outside a training run (``bilm-perplexity``)."""
+    return build_trainer(RuntimeConfig(accelerator="cpu", precision="32-true", enable_progress_bar=False), [])
