@@ -12,10 +12,11 @@ import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.errors import NerAppError
+from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.train.corpus import load_corpus
-from ner_app.train.datamodule import ConllDataModule, LengthBucketSampler, encode_batch
+from ner_app.train.datamodule import ConllDataModule, LengthBucketSampler
 
 TRAIN = """-DOCSTART- -X- O O
 

@@ -1,4 +1,4 @@
-"""Hostile and careless input (issue 11): every case is a file or argument generated in tmp_path, and each must
+"""Hostile and careless input: every case is a file or argument generated in tmp_path, and each must
 end in one clear ``error:`` line with exit code 2, or be refused by the loader, never run, allocate or mislead.
 docs/reliability.md lists what each test guards."""
 

@@ -3,11 +3,11 @@
 import torch
 
 from ner_app.bilm import Elmo
+from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.text.vocab import Vocab
-from ner_app.train.datamodule import encode_batch
 from tests.conftest import random_bilm
 
 TAGS = ["O", "B-PER", "E-PER", "I-PER", "S-PER", "B-LOC", "E-LOC", "I-LOC", "S-LOC"]

@@ -13,14 +13,14 @@ from torch.utils.data import DataLoader
 
 from ner_app.bilm.document import Context, document_contexts
 from ner_app.runtime.log_progress import silence_known_warnings
-from ner_app.tagger.batch import Batch
+from ner_app.tagger.batch import Batch, encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.conll import DOCSTART, conll_blocks
 from ner_app.text.tags import convert, entities
 from ner_app.text.tokenizer import sentences as split_sentences
-from ner_app.train.datamodule import LengthBucketSampler, encode_batch
+from ner_app.train.datamodule import LengthBucketSampler
 from ner_app.train.module import TaggerModule
 
 MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens

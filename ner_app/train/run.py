@@ -29,6 +29,7 @@ from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
 from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, resumed_step, run_identity
 from ner_app.runtime.trainer import build_trainer
+from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.export import export_model
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
@@ -36,7 +37,7 @@ from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import Corpus, load_corpus
-from ner_app.train.datamodule import MAX_WORD_CHARS, ConllDataModule
+from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.glove import embedding_matrix, load_glove
 from ner_app.train.module import TaggerModule
 from ner_app.train.reports import text_report, write_metrics
