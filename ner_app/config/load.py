@@ -1,4 +1,5 @@
-"""Typed configuration: the dataclass trees of ``config_schema`` loaded from YAML with dotted overrides.
+"""Typed configuration: the dataclass trees of ``schema.py`` loaded from YAML (``yaml_io.py``) with dotted
+overrides.
 
 One generic validator walks the dataclass fields (via ``typing.get_type_hints``), so a new
 section is only a new dataclass. Errors are :class:`ConfigError` naming the dotted key and
@@ -21,7 +22,6 @@ from typing import Any, Literal, TypeVar, Union, overload
 
 import yaml
 
-from ner_app.config.safe_yaml import BoundedLoader, load_bounded_yaml
 from ner_app.config.schema import (  # the trees live there; importing them from here keeps working
     Accelerator,
     BilmDataConfig,
@@ -37,30 +37,8 @@ from ner_app.config.schema import (  # the trees live there; importing them from
     TrainConfig,
     TrainerConfig,
 )
-
-
-# ------------------------------------------------------------------------------- YAML dialect
-class _Loader(BoundedLoader):
-    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``) and refuses duplicate keys."""
-
-
-class _Dumper(yaml.SafeDumper):
-    """SafeDumper that quotes strings the loader would read as floats, for a lossless round trip."""
-
-
-_EXP_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
-for _cls in (_Loader, _Dumper):
-    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXP_FLOAT, list("-+0123456789."))
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    # Flow style for lists of scalars ([3, 64]) keeps filters and heldout lists readable.
-    flow = all(not isinstance(x, list | dict) for x in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-_Dumper.add_representer(list, _represent_list)
-
+from ner_app.config.yaml_io import ConfigLoader, dump_yaml, load_bounded_yaml, read_config_file
+from ner_app.files import write_text
 
 # --------------------------------------------------------------------------------- validation
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -209,7 +187,7 @@ def _apply_override(data: dict[str, Any], raw: str, sources: dict[str, str]) -> 
     if not all(parts):
         raise ConfigError(f"{src}: invalid key '{key}'")
     try:
-        value = load_bounded_yaml(text, src, _Loader, ConfigError)
+        value = load_bounded_yaml(text, src, ConfigLoader, ConfigError)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{src}: cannot parse value: {exc}") from None
     node = data
@@ -251,52 +229,6 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
     resolved against the config's project root (``resolve_paths``)."""
     data = read_config_file(Path(path))
     return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
-
-
-BASE_KEY = "base"  # a config's first key may name another config it extends (a path beside it)
-MAX_BASES = 8  # bases of bases
-
-
-def read_config_file(path: Path, extending: tuple[Path, ...] = ()) -> Any:
-    """The YAML mapping of a config file, with its ``base:`` config (read first, then overridden key by key:
-    sections merge, other values replace) folded in."""
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a folder, expected a YAML config file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
-    try:
-        data = load_bounded_yaml(text, str(path), _Loader, ConfigError)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    if not isinstance(data, dict) or BASE_KEY not in data:
-        return data
-    base = data.pop(BASE_KEY)
-    if not isinstance(base, str) or not base:
-        raise ConfigError(
-            f"{path}: key '{BASE_KEY}': expected the path of another config, found {base!r:.40}"
-        )
-    base_path = (path.parent / base).resolve()
-    if base_path in extending or path.resolve() == base_path:
-        raise ConfigError(f"{path}: key '{BASE_KEY}': {base} extends itself (a cycle of base configs)")
-    if len(extending) >= MAX_BASES:
-        raise ConfigError(f"{path}: key '{BASE_KEY}': more than {MAX_BASES} configs extend each other")
-    if not base_path.is_file():
-        raise ConfigError(f"{path}: key '{BASE_KEY}': {base_path} does not exist")
-    merged = read_config_file(base_path, (*extending, path.resolve()))
-    return _merged(merged if isinstance(merged, dict) else {}, data)
-
-
-def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = _merged(out[key], value) if both else value
-    return out
 
 
 # Keys that name files or folders (absent ones are skipped: each schema has some of them). "package" is
@@ -342,11 +274,10 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def save_config(cfg: Any, path: str | Path) -> None:
-    """Write the resolved config (env vars already expanded) as YAML, creating parent folders."""
+    """Write the resolved config (env vars already expanded) as YAML, atomically, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.dump(config_to_dict(cfg), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-    path.write_text(text, encoding="utf-8")
+    write_text(path, dump_yaml(config_to_dict(cfg)))
 
 
 __all__ = [

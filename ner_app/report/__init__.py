@@ -1,5 +1,5 @@
-"""Reports read by people: the offline HTML run report (docs/report.md), HTML views of predictions, and tables
-comparing runs (docs/compare_and_predict_html.md)."""
+"""Reports read by people: the offline HTML run report (docs/reports.md), HTML views of predictions, and tables
+comparing runs (docs/reports.md)."""
 
 from ner_app.report.run_report import build_report, report_after_training, write_report
 

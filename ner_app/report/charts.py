@@ -1,34 +1,18 @@
-"""The report's charts: matplotlib figures drawn with the Agg canvas (no display, no pyplot state), embedded
-as PNG data URIs.
+"""The pages' charts: matplotlib figures built on ``page.new_figure``, embedded with ``page.image``.
 
-``figure_to_data_uri`` is the one public helper other pages reuse: any matplotlib ``Figure`` -> a
-``data:image/png;base64,...`` string for an ``<img src>``.
+Text that comes from a run (entity types, config names) goes through ``page.plain``, so that matplotlib
+shows it as written instead of reading ``$...$`` as math.
 """
 
 from __future__ import annotations
 
-import base64
-import io
+import statistics
 from collections.abc import Mapping, Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-DPI = 90
-
-
-def new_figure(width: float, height: float) -> Figure:
-    """A figure of ``width`` x ``height`` inches on its own Agg canvas (thread-safe, never shown)."""
-    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def figure_to_data_uri(figure: Figure, dpi: int = DPI) -> str:
-    """The figure as a PNG ``data:`` URI, so that an HTML page holds its images itself."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+from ner_app.report.page import new_figure, plain
+from ner_app.train.metrics import Mix
 
 
 def learning_curves(
@@ -58,8 +42,8 @@ def learning_curves(
     return figure
 
 
-def per_type_scores(scores: Mapping[str, Mapping[str, Mapping[str, float]]]) -> Figure:
-    """Grouped bars: F1 per entity type, one bar per split (``scores[split][type]['f1']``)."""
+def per_type_scores(scores: Mapping[str, Mapping[str, float]]) -> Figure:
+    """Grouped bars: F1 per entity type, one bar per split (``scores[split][type]``)."""
     splits = list(scores)
     types = sorted({t for split in splits for t in scores[split]})
     figure = new_figure(max(4.0, 1.2 * len(types) + 2), 3.0)
@@ -67,9 +51,9 @@ def per_type_scores(scores: Mapping[str, Mapping[str, Mapping[str, float]]]) -> 
     width = 0.8 / max(len(splits), 1)
     for k, split in enumerate(splits):
         xs = [i + (k - (len(splits) - 1) / 2) * width for i in range(len(types))]
-        values = [scores[split].get(t, {}).get("f1", 0.0) for t in types]
-        ax.bar(xs, values, width=width, label=split)
-    ax.set_xticks(range(len(types)), types)
+        values = [scores[split].get(t, 0.0) for t in types]
+        ax.bar(xs, values, width=width, label=plain(split))
+    ax.set_xticks(range(len(types)), [plain(t) for t in types])
     ax.set(ylim=(0, 105), ylabel="F1 (%)", title="entity F1 per type")
     ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
@@ -82,9 +66,10 @@ def confusion_matrix(labels: Sequence[str], rows: Sequence[Sequence[int]], title
     figure = new_figure(size + 0.4, size)
     ax = figure.subplots()
     ax.imshow(rows, cmap="Blues")  # the counts are written in the cells: no colour bar
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set(xlabel="predicted type", ylabel="gold type", title=title)
+    names = [plain(label) for label in labels]
+    ax.set_xticks(range(len(labels)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(labels)), names)
+    ax.set(xlabel="predicted type", ylabel="gold type", title=plain(title))
     peak = max((v for row in rows for v in row), default=0)
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
@@ -94,17 +79,49 @@ def confusion_matrix(labels: Sequence[str], rows: Sequence[Sequence[int]], title
     return figure
 
 
-def layer_weights(mixes: Sequence[tuple[Sequence[float], float]]) -> Figure:
+def layer_weights(mixes: Sequence[Mix]) -> Figure:
     """softmax(w) per biLM layer for each ELMo mix, gamma in the legend."""
-    layers = max(len(w) for w, _ in mixes)
+    layers = max(len(m.softmax_w) for m in mixes)
     figure = new_figure(max(3.5, 1.0 + 0.9 * layers * len(mixes)), 2.8)
     ax = figure.subplots()
     width = 0.8 / len(mixes)
-    for k, (weights, gamma) in enumerate(mixes):
-        xs = [j + (k - (len(mixes) - 1) / 2) * width for j in range(len(weights))]
-        ax.bar(xs, weights, width=width, label=f"mix {k}: gamma = {gamma:.3f}")
+    for k, mix in enumerate(mixes):
+        xs = [j + (k - (len(mixes) - 1) / 2) * width for j in range(len(mix.softmax_w))]
+        ax.bar(xs, mix.softmax_w, width=width, label=f"mix {k}: gamma = {mix.gamma:.3f}")
     ax.set_xticks(range(layers), ["layer 0 (char CNN)", *[f"layer {j}" for j in range(1, layers)]])
     ax.set(ylim=(0, 1), ylabel="softmax(w)", title="ELMo layer weights")
     ax.legend(fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def seed_scores(names: Sequence[str], scores: Mapping[str, Sequence[Sequence[float]]]) -> Figure:
+    """F1 per group and split: a dot per seed, the mean as a bar across them with one sample std either side.
+
+    ``scores[split][group]`` holds the group's per-seed values. The axis spans the values (with a margin), not
+    0 to 100, so that a difference of a tenth of a point is as visible as one of ten points.
+    """
+    figure = new_figure(max(5.0, 1.3 * len(names) + 2.5), 3.6, dpi=110)
+    ax = figure.subplots()
+    width = 0.38
+    shown: list[float] = []
+    for k, (split, colour) in enumerate(zip(scores, ("#4c78a8", "#f58518"), strict=False)):
+        xs = [i + (k - (len(scores) - 1) / 2) * width for i in range(len(names))]
+        means = [statistics.fmean(values) for values in scores[split]]
+        stds = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in scores[split]]
+        ax.errorbar(xs, means, yerr=stds, fmt="_", markersize=22, markeredgewidth=2, color=colour,
+                    ecolor="black", capsize=4, linewidth=1, label=f"{plain(split)} F1")  # fmt: skip
+        for x, values in zip(xs, scores[split], strict=True):
+            ax.scatter([x] * len(values), values, s=16, color=colour, edgecolors="black", linewidths=0.5,
+                       zorder=3)  # fmt: skip
+            shown += values
+        shown += [m + sign * d for m, d in zip(means, stds, strict=True) for sign in (-1, 1)]
+    low, high = min(shown, default=0.0), max(shown, default=100.0)
+    margin = max(high - low, 0.2) * 0.15
+    ax.set_ylim(low - margin, high + margin)
+    ax.set_xticks(range(len(names)), [plain(n) for n in names], rotation=15 if len(names) > 3 else 0)
+    ax.set_ylabel("entity F1 (%)")
+    ax.set_title("F1 per config: a dot per seed, mean ± sample std", fontsize=10)
+    ax.legend(loc="best", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return figure

@@ -9,7 +9,6 @@ A run whose metrics.json names its biLM by fingerprint is grouped by those weigh
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -22,8 +21,8 @@ from ner_app.config.load import PATH_KEYS, config_to_dict, load_config, project_
 from ner_app.errors import NerAppError
 from ner_app.report.student_t import t_quantile
 from ner_app.runtime.run_dir import IDENTITY_KEY, flatten_tree
+from ner_app.train.metrics import SPLITS, Mix, RunMetrics
 
-SPLITS = ("dev", "test")
 # Keys that change neither what is trained nor the result: left out of a run's recipe.
 OPERATIONAL_KEYS = {
     "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
@@ -35,14 +34,6 @@ BILM_PATHS = ("elmo.options", "elmo.weights")
 
 class CompareError(NerAppError):
     """A folder given to ``compare`` that is not a finished training run, or two runs of one seed."""
-
-
-@dataclass(frozen=True)
-class Mix:
-    """One learned ELMo scalar mix: softmax(w) per biLM layer and gamma."""
-
-    weights: tuple[float, ...]
-    gamma: float
 
 
 @dataclass(frozen=True)
@@ -102,70 +93,6 @@ class Summary:
         return f"[{self.mean - half:+.2f}, {self.mean + half:+.2f}]"
 
 
-def _f1(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise CompareError(f"{where}: expected a number, found {value!r:.40}")
-    return float(value)
-
-
-def _mixes(value: Any, path: Path) -> tuple[Mix, ...]:
-    """metrics.json "elmo_mix" (absent for runs without ELMo or from before it was written) as ``Mix``es."""
-    if value is None:
-        return ()
-    where = f"{path}: elmo_mix"
-    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
-        raise CompareError(f"{where}: expected a list of {{softmax_w, gamma}} mappings")
-    mixes = []
-    for k, mix in enumerate(value):
-        weights = mix.get("softmax_w")
-        if not isinstance(weights, list) or not weights:
-            raise CompareError(f"{where}[{k}].softmax_w: expected a list of layer weights")
-        mixes.append(Mix(tuple(_f1(w, f"{where}[{k}].softmax_w") for w in weights),
-                         _f1(mix.get("gamma"), f"{where}[{k}].gamma")))  # fmt: skip
-    return tuple(mixes)
-
-
-def _fingerprint(value: Any, path: Path) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
-        raise CompareError(
-            f"{path}: bilm_fingerprint: expected 64 hex digits (a sha256), found {value!r:.40}"
-        )
-    return value
-
-
-def _scores(
-    path: Path,
-) -> tuple[dict[str, float], dict[str, dict[str, float]], tuple[Mix, ...], str | None]:
-    """(split -> F1, split -> type -> F1, ELMo mixes, biLM fingerprint) from a run's ``metrics.json``."""
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CompareError(f"{path}: not a JSON file ({err})") from None
-    if not isinstance(metrics, dict) or not all(isinstance(metrics.get(s), dict) for s in SPLITS):
-        found = ", ".join(sorted(metrics)[:4]) if isinstance(metrics, dict) else type(metrics).__name__
-        raise CompareError(
-            f"{path}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
-        )
-    f1 = {s: _f1(metrics[s].get("f1"), f"{path}: {s}.f1") for s in SPLITS}
-    per_type: dict[str, dict[str, float]] = {}
-    for s in SPLITS:
-        types = metrics[s].get("per_type", {})
-        if not isinstance(types, dict):
-            raise CompareError(f"{path}: {s}.per_type: expected a mapping of entity types")
-        per_type[s] = {
-            t: _f1(v.get("f1") if isinstance(v, dict) else v, f"{path}: {s}.per_type.{t}.f1")
-            for t, v in types.items()
-        }
-    return (
-        f1,
-        per_type,
-        _mixes(metrics.get("elmo_mix"), path),
-        _fingerprint(metrics.get("bilm_fingerprint"), path),
-    )
-
-
 def _data_fingerprint(run_dir: Path) -> str | None:
     """The data fingerprint stamped in the run's checkpoint (memory-mapped: the weights are not read)."""
     import torch
@@ -200,7 +127,7 @@ def read_run(run_dir: str | Path) -> Run:
                 f"{run_dir}: no metrics.json, the run has not finished (continue it with --resume)"
             )
         raise CompareError(f"{run_dir}: not a run folder (no metrics.json or config.yaml)")
-    f1, per_type, mixes, bilm = _scores(metrics)
+    scores = RunMetrics.read(metrics)
     if not config.is_file():
         raise CompareError(f"{run_dir}: no config.yaml, needed to group the run with its config")
     flat: dict[str, Any] = {
@@ -208,11 +135,14 @@ def read_run(run_dir: str | Path) -> Run:
         for k, v in flatten_tree(config_to_dict(load_config(config))).items()
     }
     shown: tuple[tuple[str, Any], ...] = ()
-    if bilm is not None:  # the weights name the biLM: a moved file stays one recipe, a replaced one does not
+    if scores.bilm_fingerprint is not None:  # the weights name the biLM: a moved file stays one recipe
         shown = tuple((k, flat.pop(k)) for k in BILM_PATHS if k in flat)
-        flat[BILM_KEY] = bilm
+        flat[BILM_KEY] = scores.bilm_fingerprint
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
-    return Run(run_dir, int(flat["seed"]), recipe, _data_fingerprint(run_dir), f1, per_type, mixes, shown)
+    f1 = {s: scores.split(s).f1 for s in SPLITS}
+    per_type = {s: {t: v.f1 for t, v in scores.split(s).per_type.items()} for s in SPLITS}
+    data = _data_fingerprint(run_dir)
+    return Run(run_dir, int(flat["seed"]), recipe, data, f1, per_type, scores.elmo_mix or (), shown)
 
 
 def group_runs(runs: Iterable[Run]) -> list[Group]:

@@ -96,13 +96,13 @@ def per_seed_table(groups: Sequence[Group]) -> Table | None:
 
 def mix_table(groups: Sequence[Group]) -> Table | None:
     """softmax(w) per biLM layer and gamma of each ELMo mix, mean ± std over the runs that recorded it."""
-    rows, layers = [], max((len(m.weights) for g in groups for r in g.runs for m in r.mixes), default=0)
+    rows, layers = [], max((len(m.softmax_w) for g in groups for r in g.runs for m in r.mixes), default=0)
     for g in groups:
         count = max((len(r.mixes) for r in g.runs), default=0)
         for k in range(count):
             mixes = [r.mixes[k] for r in g.runs if len(r.mixes) > k]
             cells = [
-                _three(Summary.of([m.weights[j] for m in mixes])) if j < len(mixes[0].weights) else "–"
+                _three(Summary.of([m.softmax_w[j] for m in mixes])) if j < len(mixes[0].softmax_w) else "–"
                 for j in range(layers)
             ]
             name = g.name if count == 1 else f"{g.name} (mix {k})"

@@ -1,13 +1,13 @@
 """Entity-level error breakdown: every gold entity gets one outcome, every unmatched prediction is spurious.
 
 Entities are the chunks seqeval's default mode reads (conlleval's chunking, the one metrics.json scores), as
-``Span`` = (type, first token, last token), both ends inclusive. Within one sentence spans never overlap each
+``text.tags.Span`` = (type, start, end_exclusive). Within one sentence spans never overlap each
 other on the same side (gold or predicted), so each token belongs to at most one gold and one predicted span.
 
 For a gold span ``g``, its *partner* is the predicted span sharing the most tokens with it (ties: the one that
 starts first); ``g``'s outcome is
 
-- ``correct``: the partner has exactly ``g``'s first and last token and its type (a seqeval true positive);
+- ``correct``: the partner has exactly ``g``'s boundaries and its type (a seqeval true positive);
 - ``wrong_type``: the partner has exactly ``g``'s boundaries but another type;
 - ``wrong_boundary``: a partner exists (shares at least one token) but starts or ends elsewhere, whatever its
   type;
@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from seqeval.metrics.sequence_labeling import get_entities
 
-Span = tuple[str, int, int]  # (type, first token, last token), inclusive
+from ner_app.text.tags import Span
+
 GOLD_OUTCOMES = ("correct", "wrong_type", "wrong_boundary", "missed")
 CATEGORIES = (*GOLD_OUTCOMES, "spurious")
 NONE = "none"  # the confusion matrix's row and column for "no entity"
@@ -39,7 +40,7 @@ NONE = "none"  # the confusion matrix's row and column for "no entity"
 
 def spans(tags: Sequence[str]) -> list[Span]:
     """The entities of one sentence's tags, chunked as seqeval's default mode (and conlleval) chunks them."""
-    return [(kind, start, end) for kind, start, end in get_entities(list(tags))]
+    return [(kind, start, last + 1) for kind, start, last in get_entities(list(tags))]
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,18 @@ class Outcome:
 
 def classify_sentence(gold: Sequence[Span], predicted: Sequence[Span]) -> list[Outcome]:
     """The outcome of each gold span (in order), then one ``spurious`` outcome per spurious prediction."""
-    length = max([end + 1 for _, _, end in (*gold, *predicted)], default=0)
+    length = max([end for _, _, end in (*gold, *predicted)], default=0)
     predicted_at: list[int | None] = [None] * length  # token -> index of the predicted span covering it
     gold_at = [False] * length  # token -> covered by a gold span
     for i, (_, start, end) in enumerate(predicted):
-        predicted_at[start : end + 1] = [i] * (end + 1 - start)
+        predicted_at[start:end] = [i] * (end - start)
     for _, start, end in gold:
-        gold_at[start : end + 1] = [True] * (end + 1 - start)
+        gold_at[start:end] = [True] * (end - start)
 
     outcomes: list[Outcome] = []
     for span in gold:
         kind, start, end = span
-        shared = Counter(i for i in predicted_at[start : end + 1] if i is not None)
+        shared = Counter(i for i in predicted_at[start:end] if i is not None)
         if not shared:
             outcomes.append(Outcome("missed", span, None))
             continue
@@ -76,7 +77,7 @@ def classify_sentence(gold: Sequence[Span], predicted: Sequence[Span]) -> list[O
             category = "correct" if partner[0] == kind else "wrong_type"
         outcomes.append(Outcome(category, span, partner))
     for span in predicted:
-        if not any(gold_at[span[1] : span[2] + 1]):
+        if not any(gold_at[span[1] : span[2]]):
             outcomes.append(Outcome("spurious", None, span))
     return outcomes
 
@@ -114,10 +115,11 @@ def error_breakdown(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[
         outcomes = classify_sentence(spans(gold_tags), spans(predicted_tags))
         result.sentences.append(outcomes)
         for outcome in outcomes:
-            kind = outcome.gold[0] if outcome.gold else outcome.predicted[0]  # type: ignore[index]
-            result.counts.setdefault(kind, Counter({c: 0 for c in CATEGORIES}))[outcome.category] += 1
+            gold_type = outcome.gold[0] if outcome.gold else NONE
             partner = outcome.predicted[0] if outcome.predicted else NONE
-            result.confusion[(outcome.gold[0] if outcome.gold else NONE, partner)] += 1
+            kind = gold_type if outcome.gold else partner  # a spurious prediction counts under its own type
+            result.counts.setdefault(kind, Counter({c: 0 for c in CATEGORIES}))[outcome.category] += 1
+            result.confusion[(gold_type, partner)] += 1
     return result
 
 

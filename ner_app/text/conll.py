@@ -33,7 +33,7 @@ def _columns_expected(n: int) -> str:
     return "token tag" if n == 2 else "token ... tag"
 
 
-def _decode(path: str, data: bytes) -> str:
+def decode_text(path: str | os.PathLike[str], data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -55,7 +55,7 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
-        return parse_conll(_decode(path, f.read()), path)
+        return parse_conll(decode_text(path, f.read()), path)
 
 
 def parse_conll(text: str, path: str) -> list[Sentence]:
@@ -156,3 +156,28 @@ def write_predictions(
         lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
         lines.append("")
     write_text(path, "\n".join(lines) + "\n")
+
+
+PredictedSentence = tuple[list[str], list[str], list[str]]  # tokens, gold tags, predicted tags
+
+
+def read_predictions(path: str | os.PathLike[str]) -> list[PredictedSentence]:
+    """A file of ``write_predictions``: ``token gold predicted`` lines, a blank line between sentences."""
+    with open(path, "rb") as f:
+        text = decode_text(path, f.read())
+    sentences: list[PredictedSentence] = []
+    current: PredictedSentence = ([], [], [])
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = line.split(" ")
+        if line == "":
+            if current[0]:
+                sentences.append(current)
+            current = ([], [], [])
+        elif len(fields) != 3 or not all(fields):
+            raise ConllFormatError(f"{path}:{number}: expected 'token gold predicted', found {line[:80]!r}")
+        else:
+            for column, value in zip(current, fields, strict=True):
+                column.append(value)
+    if current[0]:
+        sentences.append(current)
+    return sentences

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2, IOBES
-
-from ner_app.files import write_text
 
 STRICT_SCHEMES = {"BIO": IOB2, "BIOES": IOBES}
 
@@ -56,7 +52,3 @@ def text_report(
         "seqeval, default mode (conlleval scoring), original tags:\n"
         f"{default}\nseqeval, strict mode, {train_scheme} tags:\n{strict}"
     )
-
-
-def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
-    write_text(path, json.dumps(metrics, indent=2) + "\n")

@@ -39,8 +39,9 @@ from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import Corpus, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.glove import embedding_matrix, load_glove
+from ner_app.train.metrics import Mix, RunMetrics, SplitScores
 from ner_app.train.module import TaggerModule
-from ner_app.train.reports import text_report, write_metrics
+from ner_app.train.reports import text_report
 
 log = logging.getLogger("ner_app")
 
@@ -107,15 +108,12 @@ def build_tagger(
 
 def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
     """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
-    metrics: dict[str, Any] = {}
-    spec = module.spec
+    spec, scores = module.spec, {}
     for split in ("dev", "test"):
         data, evaluation = corpus.splits[split], module.evaluations[split]
         predicted = evaluation.predicted
         predicted_source = spec.to_source_scheme(predicted)
-        metrics[split] = dict(
-            evaluation.scores, sentences_per_s=len(predicted) / max(evaluation.seconds, 1e-9)
-        )
+        scores[split] = SplitScores.of(evaluation.scores, len(predicted) / max(evaluation.seconds, 1e-9))
         text = text_report(data.source_tags, predicted_source, data.tags, predicted, spec.scheme)
         write_text(run_dir / f"report_{split}.txt", text)
         write_predictions(
@@ -124,12 +122,15 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         if split == "test":
             print(f"\nTest set ({len(data.tokens)} sentences):\n{text}")
     elmo = module.tagger.elmo
-    if elmo is not None:  # the chosen checkpoint's mixes: a record then holds them without the weights
-        metrics["elmo_mix"] = elmo.learned_mixes()
-    if spec.elmo is not None:  # the biLM by its weights: compare groups by this, whatever the files' paths
-        metrics["bilm_fingerprint"] = spec.elmo.fingerprint
-    write_metrics(run_dir / "metrics.json", metrics)
-    return metrics
+    metrics = RunMetrics(
+        scores["dev"], scores["test"],
+        # the chosen checkpoint's mixes: a record then holds them without the weights
+        elmo_mix=None if elmo is None else tuple(Mix.of(m) for m in elmo.learned_mixes()),
+        # the biLM by its weights: compare groups by this, whatever the files' paths
+        bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
+    )  # fmt: skip
+    metrics.write(run_dir / "metrics.json")
+    return metrics.to_json()
 
 
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:

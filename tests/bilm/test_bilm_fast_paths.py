@@ -1,0 +1,187 @@
+"""The biLM's faster code paths against the original ones: the trimmed char CNN, torch's
+LSTM kernel for clip-free biLMs (on CPU here; on CUDA with the ``cuda`` marker), and bf16 pretraining."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from ner_app.bilm import lstm as lstm_module
+from ner_app.bilm.char_cnn import CharCNN, trim_constant_tail
+from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
+from ner_app.bilm.options import BilmOptions
+from ner_app.bilm.weights import load_bilm
+from ner_app.config.load import BilmPretrainConfig, load_config
+from ner_app.pretrain.run import run_pretraining
+from tests.helpers import REPO, TINY_OPTIONS, random_bilm, tiny_overrides, write_grammar
+
+SIZES = [4, 4, 3, 2, 2, 1]  # a packed batch of 4 rows with lengths 6, 5, 3, 2
+
+
+@pytest.fixture
+def switches() -> Iterator[None]:
+    """Restore the class-level path switches after a test."""
+    use, trim = LstmCellWithProjection.torch_lstm, CharCNN.trim_tail
+    yield
+    LstmCellWithProjection.torch_lstm, CharCNN.trim_tail = use, trim
+
+
+def random_cell(clip: float | None, seed: int = 0) -> LstmCellWithProjection:
+    torch.manual_seed(seed)
+    cell = LstmCellWithProjection(6, 12, 5, clip, None if clip is None else 0.4)
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.uniform_(-1, 1)  # large enough that both clips and every gate matter
+    return cell
+
+
+def run_cell(cell: LstmCellWithProjection, resets: torch.Tensor | None, seed: int = 1) -> list[torch.Tensor]:
+    """Outputs, final state and the gradients of a random linear function of all three w.r.t. everything."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(sum(SIZES), 6, generator=gen, requires_grad=True)
+    h0 = torch.randn(4, 5, generator=gen, requires_grad=True)
+    c0 = torch.randn(4, 12, generator=gen, requires_grad=True)
+    out, (h, c) = cell(x, SIZES, (h0, c0), resets=resets)
+    loss = sum((t * torch.randn(t.shape, generator=gen)).sum() for t in (out, h, c))
+    grads = torch.autograd.grad(loss, [x, h0, c0, *cell.parameters()])
+    return [out.detach(), h.detach(), c.detach(), *grads]
+
+
+def test_trimmed_char_cnn_is_exact(switches: None) -> None:
+    torch.manual_seed(0)
+    cnn = CharCNN(4, ((1, 4), (3, 8), (7, 8)))
+    words = [["the", "Internationalization", "a", ",", "x" * 60, "é"], ["b", "cd"]]
+    ids = batch_to_ids(words)
+    ids = ids[(ids > 0).any(-1)]  # (8, 50): the tokens
+    for rows in ([0, 1, 2, 3, 5, 6, 7], [6, 7], [2], list(range(8))):
+        CharCNN.trim_tail = False
+        full = cnn(ids[rows])
+        CharCNN.trim_tail = True
+        # The same sums, but the conv kernel may block a shorter input differently: bit-equal on the Intel
+        # Xeon, last-bit differences on an AMD EPYC (oneDNN picks per CPU and shape).
+        torch.testing.assert_close(cnn(ids[rows]), full, atol=1e-6, rtol=1e-6)
+    assert trim_constant_tail(ids[[6, 7]], 7).shape == (2, 4 + 7)  # "cd" is <w> c d </w>: 4 ids + width
+    assert trim_constant_tail(ids, 7).shape == (8, 50)  # a 50-id word keeps everything
+    assert trim_constant_tail(ids[:0], 7).shape == (0, 50)
+
+
+def test_torch_lstm_path_is_the_cell_without_clips(switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    original = lstm_module._torch_lstm_recurrence
+    monkeypatch.setattr(
+        "ner_app.bilm.lstm._torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
+    )
+    cell = random_cell(None)
+    LstmCellWithProjection.torch_lstm = "off"
+    loop = run_cell(cell, None)
+    assert not calls
+    LstmCellWithProjection.torch_lstm = "on"
+    kernel = run_cell(cell, None)
+    assert calls
+    for a, b in zip(loop, kernel, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    calls.clear()
+    run_cell(random_cell(0.5), None)  # clips: the kernel cannot compute them
+    run_cell(cell, torch.tensor([i == 5 for i in range(sum(SIZES))]))  # a reset inside the sequence
+    assert not calls
+    LstmCellWithProjection.torch_lstm = "auto"
+    run_cell(cell, None)
+    assert bool(calls) == torch.cuda.is_available()
+
+
+def clip_free(options: BilmOptions = TINY_OPTIONS) -> BilmOptions:
+    return BilmOptions(**{**options.__dict__, "cell_clip": None, "proj_clip": None})
+
+
+def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: None) -> None:
+    bilm = random_bilm(clip_free())
+    assert isinstance(bilm.lstm, ElmoLstm) and bilm.lstm.use_skip_connections
+    batches = [
+        batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]]),
+        batch_to_ids([["g", "h"], ["i", "j", "k", "l"]]),
+    ]
+    results = {}
+    for use in ("off", "on"):
+        LstmCellWithProjection.torch_lstm = use
+        bilm.stateful = True  # resets the carried state
+        with torch.no_grad():
+            results[use] = [layer for ids in batches for layer in bilm(ids).layers]
+    for a, b in zip(results["off"], results["on"], strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+def run_windows(lstm: ElmoLstm, x: torch.Tensor, states: list | None) -> tuple[torch.Tensor, list]:
+    """The forward stack over full windows (B, T, P), as pretraining runs it: carried states, time-major rows."""
+    batch, steps, _ = x.shape
+    if states is None:
+        states = [
+            (x.new_zeros(batch, lstm.projection_size), x.new_zeros(batch, lstm.cell_size))
+        ] * lstm.n_layers
+    data = x.transpose(0, 1).reshape(steps * batch, -1)
+    outputs, finals = lstm.run_direction(lstm.forward_layers, data, [batch] * steps, states)
+    return outputs[-1].view(steps, batch, -1).transpose(0, 1), [(h.detach(), c.detach()) for h, c in finals]
+
+
+def test_torch_lstm_path_trains_pretraining_windows_like_the_loop(switches: None) -> None:
+    bilm = random_bilm(clip_free(), scale=0.3).train()
+    lstm = bilm.lstm
+    x = torch.randn(3, 7, lstm.projection_size)
+    grads = {}
+    for use in ("off", "on"):
+        LstmCellWithProjection.torch_lstm = use
+        lstm.zero_grad()
+        first, states = run_windows(lstm, x[:, :4], None)
+        second, _ = run_windows(lstm, x[:, 4:], states)
+        (torch.cat([first, second], 1) * torch.linspace(-1, 1, 7)[None, :, None]).sum().backward()
+        grads[use] = [p.grad.clone() for p in lstm.forward_layers.parameters()]
+        grads[use].append(torch.cat([first, second], 1).detach())
+    for a, b in zip(grads["off"], grads["on"], strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.cuda
+def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(switches: None) -> None:
+    bilm = random_bilm(clip_free())
+    ids = batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]])
+    LstmCellWithProjection.torch_lstm = "off"
+    with torch.no_grad():
+        expected = bilm(ids).layers
+        LstmCellWithProjection.torch_lstm = "auto"  # CUDA and no clips: cuDNN
+        found = bilm.cuda()(ids.cuda()).layers
+    for a, b in zip(expected, found, strict=True):
+        torch.testing.assert_close(b.cpu(), a, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_pretraining_reaches_the_fp32_perplexity(tmp_path: Path) -> None:
+    """bf16 autocast on the CPU (fp32 master weights) learns the tiny grammar as well as fp32 does."""
+    corpus = write_grammar(tmp_path / "train.txt", 1500, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 100, seed=1)
+    results = {}
+    for precision in ("32-true", "bf16-mixed"):
+        overrides = tiny_overrides(tmp_path / precision, corpus, [heldout], steps=120)
+        overrides += [f"train.precision={precision}", "train.accelerator=cpu"]
+        cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
+        results[precision] = run_pretraining(cfg)["heldout"]["heldout.txt"]["mean"]
+    assert results["bf16-mixed"] < 5, results  # uniform would be 18, the grammar itself about 2
+    assert abs(results["bf16-mixed"] - results["32-true"]) < 0.1 * results["32-true"], results
+
+
+def test_pretraining_without_clips_exports_null_clips(tmp_path: Path) -> None:
+    """A clip-free biLM (the GPU path's condition) pretrains, exports nulls in options.json and loads back."""
+    corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
+    overrides = tiny_overrides(tmp_path, corpus, [corpus], steps=5) + [
+        "model.cell_clip=null",
+        "model.proj_clip=null",
+    ]
+    cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
+    run_pretraining(cfg)
+    run = tmp_path / "run"
+    lstm_options = json.loads((run / "options.json").read_text())["lstm"]
+    assert lstm_options["cell_clip"] is None and lstm_options["proj_clip"] is None
+    cell = load_bilm(run / "options.json", run / "weights.hdf5").lstm.forward_layers[0]
+    assert cell.cell_clip is None and cell.proj_clip is None

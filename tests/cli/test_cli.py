@@ -1,0 +1,89 @@
+"""One CLI policy for every command: bad input is one ``error:`` line and exit code 2; a bug keeps its traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from ner_app.cli.commands import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bad_inputs(tmp: Path) -> dict[str, list[str]]:
+    missing = str(tmp / "missing")
+    (tmp / "bad.json").write_text("{not json")
+    return {
+        "train": ["train", "--config", str(ROOT / "configs/tiny.yaml"), "trainer.devices=two"],
+        "embed": [
+            "embed",
+            "--options",
+            missing,
+            "--weights",
+            missing,
+            "--input",
+            missing,
+            "--output",
+            missing,
+        ],
+        "export": ["export", "--checkpoint", str(tmp / "bad.json"), "--output", str(tmp / "out")],
+        "predict": ["predict", "--model", missing, "--input", "-"],
+        "pretrain-bilm": [
+            "pretrain-bilm",
+            "--config",
+            str(ROOT / "configs/bilm_tiny.yaml"),
+            "train.strategy=1",
+        ],
+    }
+
+
+@pytest.mark.parametrize("command", ["train", "embed", "export", "predict", "pretrain-bilm"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ner_app", *bad_inputs(tmp_path)[command]],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, input="",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_train_py_and_python_m_ner_app_train_share_the_policy(tmp_path: Path, capsys) -> None:
+    args = ["--config", str(ROOT / "configs/tiny.yaml"), "trainer.strategy=[1]"]
+    assert train.main(args) == 2 and main(["train", *args]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0] == err[1] and "trainer.strategy" in err[0]
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ner_app.train.run as run
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(run, "run_training", broken)
+    with pytest.raises(ZeroDivisionError, match="a bug"):
+        main(["train", "--config", str(ROOT / "configs/tiny.yaml")])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this runs the whole check")
+def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
+    result = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check"], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0 and "no CUDA device" in result.stdout
+
+
+def test_every_command_of_the_parser_has_a_handler():
+    """The argparse tree (cli/parser.py) and the handlers (cli/commands.py) name the same commands."""
+    import argparse
+
+    from ner_app.cli.commands import HANDLERS
+    from ner_app.cli.parser import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(subparsers.choices) == sorted(HANDLERS)

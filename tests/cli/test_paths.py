@@ -1,0 +1,75 @@
+"""A config's relative paths resolve against its project root (the nearest folder above the config file with a
+pyproject.toml, else the config file's folder), from any working directory (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, load_config, project_root
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
+    assert project_root(ROOT / "configs" / "tiny.yaml") == ROOT
+    (tmp_path / "proj" / "configs" / "deep").mkdir(parents=True)
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    config = tmp_path / "proj" / "configs" / "deep" / "x.yaml"
+    config.write_text("data:\n  train: corpus/a.txt\n  heldout: [/abs/h.txt, h2.txt]\noutput_dir: ~/runs/x\n")
+    cfg = load_config(config, ["data.vocab_size=10"], schema=BilmPretrainConfig)
+    assert cfg.data.train == str(tmp_path / "proj" / "corpus" / "a.txt")
+    assert cfg.data.heldout == ["/abs/h.txt", str(tmp_path / "proj" / "h2.txt")]  # absolute ones stay
+    assert cfg.output_dir == str(Path.home() / "runs" / "x")
+    # without a pyproject.toml above it, the config file's own folder is the root
+    lone = tmp_path / "lone" / "y.yaml"
+    lone.parent.mkdir()
+    lone.write_text("data:\n  dir: conll\nmodel:\n  glove: package\nelmo:\n  cache_dir: null\n")
+    cfg = load_config(lone, ["elmo.options=../o.json"])
+    assert cfg.data.dir == str(tmp_path / "lone" / "conll") and cfg.elmo.options == str(tmp_path / "o.json")
+    assert cfg.model.glove == "package" and cfg.elmo.cache_dir is None  # a name and a null are not paths
+
+
+def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
+    """A copy of the project's files, trained from an unrelated cwd with relative paths in the file, in the
+    defaults (elmo.cache_dir) and in an override (output_dir): everything lands in the project."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "configs").mkdir(parents=True)
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text("")
+    shutil.copy(ROOT / "configs" / "tiny.yaml", project / "configs" / "tiny.yaml")
+    for name in ("tiny_conll", "tiny_bilm"):
+        shutil.copytree(ROOT / "tests" / "data" / name, project / "tests" / "data" / name)
+    command = [sys.executable, "-m", "ner_app", "train", "--config", str(project / "configs" / "tiny.yaml"),
+               "output_dir=runs/moved", "trainer.max_epochs=1", "trainer.threads=1"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = project / "runs" / "moved"
+    assert (run / "metrics.json").is_file() and str(run / "metrics.json") in result.stdout
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["data"]["dir"] == str(project / "tests" / "data" / "tiny_conll")
+    assert saved["elmo"]["weights"] == str(project / "tests" / "data" / "tiny_bilm" / "weights.hdf5")
+    assert (
+        saved["elmo"]["cache_dir"] == str(project / "cache" / "elmo")
+        and (project / "cache" / "elmo").is_dir()
+    )
+    assert list(elsewhere.iterdir()) == []  # nothing was written relative to the working directory
+
+
+def test_a_missing_file_is_named_by_its_resolved_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
+                 "elmo.options=no/such/options.json"])  # fmt: skip
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"error: elmo.options: {ROOT / 'no' / 'such' / 'options.json'} does not exist.")

@@ -1,0 +1,164 @@
+"""Export, load without pickle, and predict: same tags as in training, exact character offsets."""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from ner_app.cli.commands import main
+from ner_app.serve.predictor import Predictor
+from ner_app.tagger.export import ExportError, load_export
+from ner_app.text.conll import read_conll
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "data" / "tiny_conll"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny training run shared by the tests of this file (with the frozen-layer cache on)."""
+    from ner_app.bilm import save_bilm
+    from tests.helpers import random_bilm
+
+    tmp = tmp_path_factory.mktemp("trained")
+    options, weights = save_bilm(random_bilm(), tmp / "bilm")
+    code = train.main([
+        "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
+        f"elmo.options={options}", f"elmo.weights={weights}", f"elmo.cache_dir={tmp / 'cache'}",
+    ])  # fmt: skip
+    assert code == 0
+    return tmp / "run"
+
+
+def test_export_predicts_what_training_predicted(trained):
+    predictor = Predictor.from_export(trained / "export")
+    gold = read_conll(TINY / "valid.txt")
+    tagged = predictor.tag([s.tokens for s in gold])
+    written = [
+        line.split(" ") for line in (trained / "predictions_dev.conll").read_text().split("\n") if line
+    ]
+    assert [t for tags, _ in tagged for t in predictor.to_source(tags)] == [row[2] for row in written]
+    assert all(0.0 < p <= 1.0 for _, scores in tagged for p in scores)
+
+
+def test_export_command_from_checkpoint_equals_end_of_training_export(trained, tmp_path):
+    assert (
+        main(["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(tmp_path)])
+        == 0
+    )
+    a, _ = load_export(trained / "export")
+    b, spec = load_export(tmp_path)
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert torch.equal(x, y), name
+    assert spec.source_scheme == "IOB1" and spec.scheme == "BIOES"
+
+
+def test_loading_an_export_runs_no_pickle(trained, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle used while loading an export")
+
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(torch, "load", refuse)
+    predictor = Predictor.from_export(trained / "export")
+    assert predictor.tag([["Alice", "flew"]])[0][0]
+
+
+def test_export_errors(trained, tmp_path):
+    with pytest.raises(ExportError, match="not a ner_app export \\(missing tagger.json\\)"):
+        load_export(tmp_path)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(trained / "export"), str(copy)], check=True)
+    import h5py
+
+    with h5py.File(copy / "bilm/weights.hdf5", "a") as f:
+        f["CNN_proj/b_proj"][0] += 1.0
+    with pytest.raises(ExportError, match="biLM weights differ from those the tagger was trained with"):
+        load_export(copy)
+
+
+TEXTS = [
+    'Alice Smith flew to "Paris" (France) on 1996-08-22, said Bob\'s friend.',
+    "",
+    "   ",
+    "Zürich, São Paulo and 東京: Carol met Dave — Dave met Carol. 😀 Paris? Paris!",
+    "Paris Paris Paris Berlin Berlin",
+    "Acme Corp. hired Mr. Jones in Berlin; U.S. officials didn't comment.",
+]
+
+
+def run_predict(export: Path, text: str, *extra: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "ner_app", "predict", "--model", str(export), "--input", "-", *extra],
+        input=text, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return result.stdout.splitlines()
+
+
+def test_predict_text_offsets_are_exact(trained):
+    lines = run_predict(trained / "export", "\n".join(TEXTS) + "\n")
+    assert len(lines) == len(TEXTS)
+    found = 0
+    for line, out in zip(TEXTS, lines, strict=True):
+        obj = json.loads(out)
+        assert obj["text"] == line
+        for entity in obj["entities"]:
+            assert line[entity["start"] : entity["end"]] == entity["text"]
+            assert entity["type"] in {"PER", "LOC", "ORG", "MISC"} and 0 < entity["score"] <= 1
+            found += 1
+    assert json.loads(lines[1]) == {"text": "", "entities": []}
+    assert found > 0
+
+
+def test_predict_very_long_line(trained):
+    line = " ".join(["Alice", "flew", "to", "Paris", "and"] * 1200)  # 6,000 tokens, no sentence breaks
+    obj = Predictor.from_export(trained / "export").predict_texts([line]).__next__()
+    assert all(line[e["start"] : e["end"]] == e["text"] for e in obj["entities"])
+    assert len(obj["entities"]) > 1000
+
+
+def test_predict_conll_appends_a_tag_per_token(trained):
+    text = (TINY / "test.txt").read_text()
+    out = run_predict(trained / "export", text, "--format", "conll")
+    inp = text.rstrip("\n").split("\n")
+    assert len(out) == len(inp)
+    for a, b in zip(inp, out, strict=True):
+        if a.strip() and not a.startswith("-DOCSTART-"):
+            assert b.startswith(a + " ") and b.split()[-1] in {
+                "O",
+                "I-PER",
+                "I-LOC",
+                "I-ORG",
+                "I-MISC",
+                "B-LOC",
+            }
+        else:
+            assert a == b
+
+
+def test_predict_command_reads_files(trained, tmp_path, capsys):
+    """The documented file commands: text lines to JSON lines, and a CoNLL file to tagged token lines."""
+    news = tmp_path / "news.txt"
+    news.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert main(["predict", "--model", str(trained / "export"), "--input", str(news)]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = list(Predictor.from_export(trained / "export").predict_texts(TEXTS))
+    assert objects == expected and len(objects) == len(TEXTS)
+    # --format conll on the test file tags it as training's own evaluation of the same checkpoint did
+    test_file = TINY / "test.txt"
+    assert (
+        main(["predict", "--model", str(trained / "export"), "--input", str(test_file), "--format", "conll"])
+        == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    tagged = [line.split() for line in out if line and not line.startswith("-DOCSTART-")]
+    written = [
+        line.split(" ") for line in (trained / "predictions_test.conll").read_text().split("\n") if line
+    ]
+    assert [row[0] for row in tagged] == [row[0] for row in written]
+    assert [row[-1] for row in tagged] == [row[2] for row in written]

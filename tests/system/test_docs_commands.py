@@ -1,0 +1,324 @@
+"""The docs stay true: every documented command runs in a test at tiny scale or is marked a long job.
+
+A command is a logical line of a ```bash or ```sh block of README.md or docs/*.md (``\\`` continuations
+joined; blank and comment-only lines skipped). It passes when its trailing comment starts with ``long job``
+(``cmd  # long job: why``), or when TESTED maps it (whitespace normalised) to the test that runs it at tiny
+scale. Also: every TESTED test exists and every TESTED command is still documented, every relative link
+resolves, the README's set-up commands are the ones CI runs, docs/configuration.md names every config key
+with its default, the Python examples run, and the benchmarks' smoke commands run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ner_app.cli.commands import main
+from ner_app.config.load import BilmPretrainConfig, TrainConfig
+from tests.helpers import SHARED, shared_path
+from tests.system.docs_parsing import anchors, code_blocks, commands_in, documented, pages, prose
+
+ROOT = Path(__file__).resolve().parents[2]
+THIS = "tests/system/test_docs_commands.py"
+
+# The benchmarks' smoke commands (seconds each), run below; the files they need from ../shared.
+SMOKE = {
+    "crf_speed": ("python -m benchmarks.crf_speed --threads 1 --repeats 1", None),
+    "bilm_speed": ("python -m benchmarks.bilm_speed --size tiny --threads 1 --repeats 1 --batch 8", None),
+    "cache_speed": (
+        "python -m benchmarks.cache_speed --bilm tiny --threads 1 --max-sentences 20 --no-cache-batches 1 "
+        "--predict-sentences 5 --trim-repeats 1 --trim-sentences 20",
+        ("data", "conll2003", "train.txt"),
+    ),
+    "embed_process": ("python -m benchmarks.embed_process --size tiny --sentences 16 --repeats 1", None),
+    "document_context": (
+        "python -m benchmarks.document_context --skip-fill --repeats 1 --threads 1",
+        ("data", "conll2003", "train.txt"),
+    ),
+    "lstm_directions": (
+        "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
+        None,
+    ),
+    "pretrain_speed": (
+        "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
+        "--no-flops",
+        ("corpus", "news_pretrain.tok.txt"),
+    ),
+}
+
+TINY_PRETRAIN = [
+    "python -m ner_app pretrain-bilm --config configs/bilm_tiny.yaml",
+    "python -m ner_app pretrain-bilm --config configs/bilm_tiny.yaml --resume train.max_steps=40",
+]
+
+# documented command (whitespace normalised) -> the test that runs it at tiny scale
+TESTED: dict[str, str] = {
+    'pip install torch==2.13.0 -e ".[dev]"': f"{THIS}::test_setup_commands_are_what_ci_runs",
+    "python -m pytest": f"{THIS}::test_setup_commands_are_what_ci_runs",
+    "python train.py --config configs/tiny.yaml": (
+        "tests/train/test_train.py::test_tiny_config_trains_to_f1_one_and_writes_reports"
+    ),
+    "python train.py --config configs/tiny.yaml trainer.max_epoch=3": (
+        "tests/train/test_train.py::test_bad_config_is_one_clear_error"
+    ),
+    "python train.py --config configs/tiny.yaml trainer.max_epochs=3 trainer.patience=100 model.dropout=0.3 "
+    "output_dir=runs/tiny3": "tests/train/test_train.py::test_resume_finishes_like_an_uninterrupted_run",
+    "python train.py --config configs/tiny.yaml trainer.max_epochs=6 trainer.patience=100 model.dropout=0.3 "
+    "output_dir=runs/tiny3 --resume": "tests/train/test_train.py::test_resume_finishes_like_an_uninterrupted_run",
+    'echo "Alice Smith flew to Paris." | python -m ner_app predict --model runs/tiny/export --input -': (
+        "tests/serve/test_export_predict.py::test_predict_text_offsets_are_exact"
+    ),
+    "python -m ner_app predict --model runs/tiny/export --input news.txt > entities.jsonl": (
+        "tests/serve/test_export_predict.py::test_predict_command_reads_files"
+    ),
+    "python -m ner_app predict --model runs/tiny/export --input tests/data/tiny_conll/test.txt --format conll": (
+        "tests/serve/test_export_predict.py::test_predict_command_reads_files"
+    ),
+    "python -m ner_app export --checkpoint runs/tiny/checkpoints/best.ckpt --output runs/tiny/export_best": (
+        "tests/serve/test_export_predict.py::test_export_command_from_checkpoint_equals_end_of_training_export"
+    ),
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 "
+    "--input sentences.txt --output layers.hdf5": "tests/serve/test_embed_cli.py::test_embed_writes_every_layer_per_line",
+    "python -m ner_app embed --options ../shared/reference/allennlp_elmo/options.json "
+    "--weights ../shared/reference/allennlp_elmo/lm_weights.hdf5 --input sentences.txt --output layers.hdf5 "
+    "--batch-size 3 --stateful": "tests/bilm/test_bilm_parity.py::test_embed_command_stateful_matches_reference",
+    "python -m ner_app --help": "tests/serve/test_embed_cli.py::test_help_lists_commands",
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 "
+    "--input docs.txt --output layers.hdf5 --context document": (
+        "tests/train/test_document_pipeline.py::test_embed_document_context"
+    ),
+    "python -m ner_app predict --model runs/conll2003_elmo_doc/export --input news.txt": (
+        "tests/train/test_document_pipeline.py::test_predict_text_line_is_one_document"
+    ),
+    "python -m benchmarks.gpu_check": "tests/cli/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
+    "cd /tmp && python -m ner_app train --config ~/ner_app/configs/tiny.yaml output_dir=runs/moved "
+    "trainer.max_epochs=1 trainer.threads=1": "tests/cli/test_paths.py::test_tiny_config_trains_from_another_directory",
+    "python -m ner_app train --config configs/tiny.yaml trainer.max_epochs=3 trainer.enable_progress_bar=true "
+    "trainer.threads=1 2> train.log": "tests/runtime/test_progress.py::test_training_log_has_one_line_per_epoch",
+    "python -m ner_app report runs/conll2003_elmo": "tests/report/test_report.py::test_tiny_run_report_is_complete_and_self_contained",
+    "python -m ner_app report runs/conll2003_elmo --output /tmp/elmo.html": (
+        "tests/report/test_report.py::test_tokens_are_escaped_and_output_goes_where_asked"
+    ),
+    "python -m ner_app compare runs/elmo_seed1 runs/elmo_seed2 runs/elmo_seed3 runs/base_seed1 runs/base_seed2": (
+        "tests/report/test_compare.py::test_table_equals_numbers_by_hand"
+    ),
+    "python -m ner_app compare runs/*/ --html compare.html": (
+        "tests/report/test_compare.py::test_html_page_has_the_tables_and_an_embedded_chart"
+    ),
+    "for s in 1 2 3; do python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_seed$s seed=$s "
+    "trainer.max_epochs=6 elmo.cache_dir=null; done": "tests/report/test_compare.py::test_paired_by_seed",
+    "for s in 1 2; do python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_lr02_seed$s seed=$s "
+    "optim.lr=0.02 trainer.max_epochs=6 elmo.cache_dir=null; done": "tests/report/test_compare.py::test_paired_by_seed",
+    "python -m ner_app compare runs/tiny_seed* runs/tiny_lr02_seed* --html compare.html": (
+        "tests/report/test_compare.py::test_paired_by_seed"
+    ),
+    "python -m ner_app predict --model runs/elmo/export --input article.txt --format html > article.html": (
+        "tests/report/test_predictions_html.py::test_marked_spans_are_the_predicted_entities"
+    ),
+    "python -m ner_app pretrain-bilm --config configs/bilm_tiny.yaml output_dir=runs/bilm_tiny_ddp "
+    "train.accelerator=cpu train.devices=2 train.strategy=ddp": (
+        "tests/system/test_pretrain_distributed.py::test_two_processes_pretrain_like_one_and_write_once"
+    ),
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 --input sentences.txt "
+    "--output hub.hdf5 --outputs all": "tests/serve/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line",
+    "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 --input sentences.txt "
+    "--output pooled.hdf5 --outputs elmo,default --scalar-mix 0.5,-1,2 --gamma 0.7": (
+        "tests/serve/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line"
+    ),
+    "python -c \"import h5py; f = h5py.File('hub.hdf5'); print(dict(f.attrs)); "
+    "print({k: v.shape for k, v in f['0'].items()})\"": (
+        "tests/serve/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line"
+    ),
+    **{command: f"{THIS}::test_tiny_pretraining_commands_run" for command in TINY_PRETRAIN},
+    **{command: f"{THIS}::test_benchmark_smoke_command_runs[{name}]" for name, (command, _) in SMOKE.items()},
+}
+
+
+# ------------------------------------------------------------------------------------------- tests
+def test_the_parser_on_a_hand_written_page() -> None:
+    page = (
+        "text `python not_a_command.py`\n"
+        "```bash\n"
+        "# a comment line\n"
+        "\n"
+        "python a.py --x 1 \\\n"
+        "    --y 'a # not a comment'   # long job: why\n"
+        'echo "#hash" | python b.py#notcomment  # tested\n'
+        "```\n"
+        "```python\n"
+        "print('not a shell command')\n"
+        "```\n"
+        "~~~sh\n"
+        "ls\n"
+        "~~~\n"
+    )
+    got = commands_in(page, "x.md")
+    assert [(c.line, c.command, c.comment, c.long_job) for c in got] == [
+        (5, "python a.py --x 1 --y 'a # not a comment'", "long job: why", True),
+        (7, 'echo "#hash" | python b.py#notcomment', "tested", False),
+        (13, "ls", "", False),
+    ]
+
+
+def test_every_documented_command_is_tested_or_a_long_job() -> None:
+    missing = [
+        f"{c.page}:{c.line}: {c.command}" for c in documented() if not c.long_job and c.command not in TESTED
+    ]
+    assert not missing, "not in TESTED and not marked '# long job':\n" + "\n".join(missing)
+
+
+def test_no_tested_entry_is_stale() -> None:
+    commands = {c.command for c in documented() if not c.long_job}
+    stale = [command for command in TESTED if command not in commands]
+    assert not stale, "TESTED commands no page documents (or only as long jobs):\n" + "\n".join(stale)
+
+
+def test_every_tested_entry_names_a_collected_test() -> None:
+    files = sorted({target.split("::")[0] for target in TESTED.values()})
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *files],
+        cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    collected = {line.strip() for line in result.stdout.splitlines() if "::" in line}
+    unknown = [
+        target
+        for target in sorted(set(TESTED.values()))
+        if target not in collected and not any(node.startswith(target + "[") for node in collected)
+    ]
+    assert not unknown, "TESTED names tests that pytest does not collect:\n" + "\n".join(unknown)
+
+
+def test_relative_links_resolve() -> None:
+    broken = []
+    for page in pages():
+        text = prose(page.read_text(encoding="utf-8"))
+        for match in re.finditer(r"\]\(([^)\s]+)\)", text):
+            link = match.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", link):  # http:, https:, mailto:
+                continue
+            target, _, anchor = link.partition("#")
+            path = (page.parent / target).resolve() if target else page
+            name = f"{page.relative_to(ROOT)}: {link}"
+            if not path.is_relative_to(ROOT):
+                broken.append(f"{name} (outside the repository)")
+            elif not path.exists():
+                broken.append(f"{name} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                broken.append(f"{name} (no heading with that anchor)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_setup_commands_are_what_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    language, _, lines = next(code_blocks(readme))
+    first = commands_in(readme, "README.md")[:2]
+    assert language == "bash" and [line for line in lines if line.strip()] == [c.command for c in first]
+    assert [c.command for c in first] == ['pip install torch==2.13.0 -e ".[dev]"', "python -m pytest"]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert ci.index(first[0].command) < ci.index(first[1].command)  # installs, then runs the default suite
+
+
+def test_readme_is_short_and_links_every_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    linked = {m.group(1) for m in re.finditer(r"\]\((docs/[^)#\s]+)", readme)}
+    every = {str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")}
+    assert every <= linked, f"pages the README does not link: {sorted(every - linked)}"
+
+
+def config_keys(cls: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> default of every leaf field of a config dataclass tree."""
+    keys: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = f.default
+        if dataclasses.is_dataclass(default):
+            keys.update(config_keys(type(default), f"{prefix}{f.name}."))
+        else:
+            keys[f"{prefix}{f.name}"] = default
+    return keys
+
+
+def shown(value: Any) -> str:
+    """A default as the configuration page writes it (YAML spelling)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return str(value)
+
+
+def test_configuration_page_names_every_key_with_its_default() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    tagger, _, pretraining = text.partition("\n## Pretraining")
+    assert pretraining, "docs/configuration.md has no '## Pretraining' section"
+    for section, schema in ((tagger, TrainConfig), (pretraining, BilmPretrainConfig)):
+        rows = dict(re.findall(r"^\| `([\w.]+)` \| `([^`]*)` \|", section, re.MULTILINE))
+        expected = {key: shown(default) for key, default in config_keys(schema).items()}
+        assert rows == expected, (
+            f"{schema.__name__}: documented {rows}, ner_app/config/schema.py has {expected}"
+        )
+
+
+def test_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the examples name the shipped files relative to the checkout
+    ran = 0
+    for page in pages():
+        for language, first, lines in code_blocks(page.read_text(encoding="utf-8")):
+            if language == "python":
+                code = compile("\n".join(lines), f"{page.relative_to(ROOT)}:{first}", "exec")
+                exec(code, {"__name__": "docs_example"})
+                ran += 1
+    assert ran >= 1
+
+
+def environment() -> dict[str, str]:
+    """This checkout first on the import path (the editable install may point elsewhere), ../shared found."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "NER_SHARED": str(SHARED)}
+
+
+def as_documented(command: str) -> str:
+    commands = {c.command for c in documented()}
+    assert command in commands, f"not documented any more: {command}"
+    return command
+
+
+@pytest.mark.parametrize("name", list(SMOKE))
+def test_benchmark_smoke_command_runs(name: str) -> None:
+    command, needs = SMOKE[name]
+    if needs is not None:
+        shared_path(*needs)
+    argv = shlex.split(as_documented(command))
+    assert argv[0] == "python"
+    result = subprocess.run(
+        [sys.executable, *argv[1:]], cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "|---" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
+
+
+def test_tiny_pretraining_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared_path("corpus", "news_pretrain.tok.txt")
+    shared_path("data", "conll2003", "valid.txt")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("NER_SHARED", str(SHARED))
+    for command, steps in zip(TINY_PRETRAIN, (30, 40), strict=True):
+        argv = shlex.split(as_documented(command))
+        assert argv[:3] == ["python", "-m", "ner_app"]
+        assert main([*argv[3:], f"output_dir={tmp_path / 'run'}"]) == 0  # output to tmp_path, not runs/
+        assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == steps
