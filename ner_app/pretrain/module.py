@@ -89,11 +89,9 @@ class BilmLanguageModel(pl.LightningModule):
             states = [(h.to(x.device, x.dtype), c.to(x.device, x.dtype)) for h, c in carried]
         data = x.transpose(0, 1).reshape(steps * batch, -1)  # (T * B, P) time-major: the cells' packed layout
         packed_resets = resets.transpose(0, 1).reshape(-1) if resets is not None else None  # (T * B,)
-        outputs, finals = lstm.run_direction(layers, data, [batch] * steps, states, resets=packed_resets)
-        self.states[direction] = [
-            (h.detach().float(), c.detach().float()) for h, c in finals
-        ]  # truncated BPTT
-        top = outputs[-1].view(steps, batch, -1).transpose(0, 1)  # (B, T, P)
+        stack = list(lstm.run_direction(layers, data, [batch] * steps, states, resets=packed_resets))
+        self.states[direction] = [(h.detach().float(), c.detach().float()) for _, (h, c) in stack]  # TBPTT
+        top = stack[-1][0].view(steps, batch, -1).transpose(0, 1)  # (B, T, P)
         return top.flip(1) if direction == "backward" else top
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:

@@ -21,7 +21,8 @@ from ner_app.config.load import PATH_KEYS, config_to_dict, load_config, project_
 from ner_app.errors import NerAppError
 from ner_app.report.student_t import t_quantile
 from ner_app.runtime.run_dir import IDENTITY_KEY, flatten_tree
-from ner_app.train.metrics import SPLITS, Mix, RunMetrics
+from ner_app.train.corpus import EVALUATED
+from ner_app.train.metrics import Mix, RunMetrics
 
 # Keys that change neither what is trained nor the result: left out of a run's recipe.
 OPERATIONAL_KEYS = {
@@ -139,8 +140,8 @@ def read_run(run_dir: str | Path) -> Run:
         shown = tuple((k, flat.pop(k)) for k in BILM_PATHS if k in flat)
         flat[BILM_KEY] = scores.bilm_fingerprint
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
-    f1 = {s: scores.split(s).f1 for s in SPLITS}
-    per_type = {s: {t: v.f1 for t, v in scores.split(s).per_type.items()} for s in SPLITS}
+    f1 = {s: scores.split(s).f1 for s in EVALUATED}
+    per_type = {s: {t: v.f1 for t, v in scores.split(s).per_type.items()} for s in EVALUATED}
     data = _data_fingerprint(run_dir)
     return Run(run_dir, int(flat["seed"]), recipe, data, f1, per_type, scores.elmo_mix or (), shown)
 

@@ -9,13 +9,13 @@ from matplotlib.figure import Figure
 
 from ner_app.report import page
 from ner_app.report.charts import seed_scores
-from ner_app.report.compare import SPLITS, Group
+from ner_app.report.compare import EVALUATED, Group
 from ner_app.report.compare_tables import Table
 
 
 def f1_chart(groups: Sequence[Group]) -> Figure:
     """Dev and test F1 per group: a dot per seed, mean ± one sample std, the axis fitted to the scores."""
-    scores = {split: [[r.f1[split] for r in g.runs] for g in groups] for split in SPLITS}
+    scores = {split: [[r.f1[split] for r in g.runs] for g in groups] for split in EVALUATED}
     return seed_scores([g.name for g in groups], scores)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from ner_app.report.compare import SPLITS, Group, Summary, differing_keys, paired_differences, value_of
+from ner_app.report.compare import EVALUATED, Group, Summary, differing_keys, paired_differences, value_of
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Table:
 def f1_table(groups: Sequence[Group]) -> Table:
     rows = tuple(
         (g.name, str(len(g.runs)), ", ".join(map(str, g.seeds)),
-         *(str(Summary.of([r.f1[s] for r in g.runs])) for s in SPLITS))
+         *(str(Summary.of([r.f1[s] for r in g.runs])) for s in EVALUATED))
         for g in groups
     )  # fmt: skip
     return Table(
@@ -60,7 +60,7 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
     for a, b in combinations(groups, 2):
         seeds, _ = paired_differences(a, b, "dev")
         if seeds:
-            summaries = [Summary.of(paired_differences(a, b, s)[1]) for s in SPLITS]
+            summaries = [Summary.of(paired_differences(a, b, s)[1]) for s in EVALUATED]
             cells = [x.signed() for x in summaries] + [x.interval() for x in summaries]
             rows.append((a.name, b.name, ", ".join(map(str, seeds)), *cells))
     if not rows:

@@ -24,7 +24,8 @@ from ner_app.report.error_analysis import (
 )
 from ner_app.report.run_files import Sentence, learning_curves, read_elmo_mixes, read_log, read_predictions
 from ner_app.text.tags import Span
-from ner_app.train.metrics import SPLITS, Mix, RunMetrics
+from ner_app.train.corpus import EVALUATED
+from ner_app.train.metrics import Mix, RunMetrics
 
 log = logging.getLogger("ner_app")
 MAX_SENTENCES = 20
@@ -121,20 +122,20 @@ def _sentences_section(data: dict[str, list[Sentence]], breakdowns: dict[str, Er
 
 
 def _per_type_section(metrics: RunMetrics) -> str:
-    per_type = {s: metrics.split(s).per_type for s in SPLITS}
-    types = sorted({t for s in SPLITS for t in per_type[s]})
+    per_type = {s: metrics.split(s).per_type for s in EVALUATED}
+    types = sorted({t for s in EVALUATED for t in per_type[s]})
     rows = [
-        [t, *(getattr(per_type[s][t], k) if t in per_type[s] else 0.0 for s in SPLITS
+        [t, *(getattr(per_type[s][t], k) if t in per_type[s] else 0.0 for s in EVALUATED
               for k in ("precision", "recall", "f1")),
-         *(per_type[s][t].support if t in per_type[s] else 0 for s in SPLITS)]
+         *(per_type[s][t].support if t in per_type[s] else 0 for s in EVALUATED)]
         for t in types
     ]  # fmt: skip
     header = [
         "type",
-        *(f"{s} {k}" for s in SPLITS for k in ("P", "R", "F1")),
-        *(f"{s} support" for s in SPLITS),
+        *(f"{s} {k}" for s in EVALUATED for k in ("P", "R", "F1")),
+        *(f"{s} support" for s in EVALUATED),
     ]
-    f1 = {s: {t: v.f1 for t, v in per_type[s].items()} for s in SPLITS}
+    f1 = {s: {t: v.f1 for t, v in per_type[s].items()} for s in EVALUATED}
     chart = page.image(charts.per_type_scores(f1), "F1 per type")
     return page.section("per-type", "Scores per entity type", [page.table(header, rows), chart])
 
@@ -147,12 +148,14 @@ def build_report(run_dir: str | Path) -> str:
             f"{run_dir}: not found or not a folder (expected a run folder written by train.py)"
         )
     metrics, rows = RunMetrics.read(run_dir / "metrics.json"), read_log(run_dir)
-    data = {split: read_predictions(run_dir, split) for split in SPLITS}
+    data = {split: read_predictions(run_dir, split) for split in EVALUATED}
     mixes, source = read_elmo_mixes(run_dir)
-    breakdowns = {s: error_breakdown([g for _, g, _ in data[s]], [p for _, _, p in data[s]]) for s in SPLITS}
+    breakdowns = {
+        s: error_breakdown([g for _, g, _ in data[s]], [p for _, _, p in data[s]]) for s in EVALUATED
+    }
     types = sorted({t for b in breakdowns.values() for t in b.types})
 
-    scores = {s: metrics.split(s) for s in SPLITS}
+    scores = {s: metrics.split(s) for s in EVALUATED}
     speeds = {s: "–" if x.sentences_per_s is None else x.sentences_per_s for s, x in scores.items()}
     summary = page.table(["split", "precision", "recall", "F1", "sentences / s (evaluation)"],
                          [[s, x.precision, x.recall, x.f1, speeds[s]] for s, x in scores.items()])  # fmt: skip

@@ -11,6 +11,7 @@ from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, detect_scheme, is_tag, normalize_scheme, split_tag
 
 SPLITS = ("train", "dev", "test")  # the one name of each split; the dev file is valid.txt
+EVALUATED = SPLITS[1:]  # the splits a run reports on (metrics.json, reports, predictions)
 _FILE_SPLITS = {"train": "train", "dev": "valid", "test": "test"}  # split -> name of its file and loader key
 
 
@@ -62,7 +63,7 @@ def load_corpus(
             docs=[col["doc"][i] for i in keep],
         )
     types = {split_tag(t)[1] for tags in splits["train"].tags for t in tags if t != "O"}
-    for name in ("dev", "test"):
+    for name in EVALUATED:
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
             raise NerAppError(f"{name} has tags whose entity types never occur in train: {sorted(unseen)}")

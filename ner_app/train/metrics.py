@@ -18,8 +18,8 @@ from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import write_text
+from ner_app.train.corpus import EVALUATED
 
-SPLITS = ("dev", "test")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -170,14 +170,14 @@ class RunMetrics:
     @classmethod
     def from_json(cls, data: Any, where: str) -> RunMetrics:
         """The record held by parsed JSON ``data``; ``where`` (the file) starts every error message."""
-        if not isinstance(data, dict) or not all(isinstance(data.get(s), dict) for s in SPLITS):
+        if not isinstance(data, dict) or not all(isinstance(data.get(s), dict) for s in EVALUATED):
             found = ", ".join(sorted(data)[:4]) if isinstance(data, dict) else type(data).__name__
             raise MetricsError(
                 f"{where}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
             )
         mixes = _mixes(data.get("elmo_mix"), f"{where}: elmo_mix")
         bilm = _fingerprint(data.get("bilm_fingerprint"), f"{where}: bilm_fingerprint")
-        dev, test = (SplitScores.from_json(data[s], f"{where}: {s}") for s in SPLITS)
+        dev, test = (SplitScores.from_json(data[s], f"{where}: {s}") for s in EVALUATED)
         return cls(dev, test, mixes, bilm)
 
     @classmethod

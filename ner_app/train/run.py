@@ -36,7 +36,7 @@ from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
-from ner_app.train.corpus import Corpus, load_corpus
+from ner_app.train.corpus import EVALUATED, Corpus, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.glove import embedding_matrix, load_glove
 from ner_app.train.metrics import Mix, RunMetrics, SplitScores
@@ -109,7 +109,7 @@ def build_tagger(
 def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
     """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
     spec, scores = module.spec, {}
-    for split in ("dev", "test"):
+    for split in EVALUATED:
         data, evaluation = corpus.splits[split], module.evaluations[split]
         predicted = evaluation.predicted
         predicted_source = spec.to_source_scheme(predicted)
@@ -165,7 +165,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     dm = ConllDataModule(corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size,
                          num_workers=d.num_workers, seed=cfg.seed)  # fmt: skip
     tagger = build_tagger(cfg, spec, bilm, corpus, glove)
-    gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
+    gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
 
     # Two callbacks (the best file is then named, not asked for as "best"): Lightning 2.6 writes a

@@ -123,8 +123,10 @@ def run_windows(lstm: ElmoLstm, x: torch.Tensor, states: list | None) -> tuple[t
             (x.new_zeros(batch, lstm.projection_size), x.new_zeros(batch, lstm.cell_size))
         ] * lstm.n_layers
     data = x.transpose(0, 1).reshape(steps * batch, -1)
-    outputs, finals = lstm.run_direction(lstm.forward_layers, data, [batch] * steps, states)
-    return outputs[-1].view(steps, batch, -1).transpose(0, 1), [(h.detach(), c.detach()) for h, c in finals]
+    stack = list(lstm.run_direction(lstm.forward_layers, data, [batch] * steps, states))
+    return stack[-1][0].view(steps, batch, -1).transpose(0, 1), [
+        (h.detach(), c.detach()) for _, (h, c) in stack
+    ]
 
 
 def test_torch_lstm_path_trains_pretraining_windows_like_the_loop(switches: None) -> None:
