@@ -77,6 +77,9 @@ class ElmoConfig:
     cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
     context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
     max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
+    at_output: bool = (
+        False  # also [h_k; ELMo_k^task] before the output layer, a second mix of the same layers
+    )
 
 
 @dataclass

@@ -87,7 +87,7 @@ def layer_weights(mixes: Sequence[Mix]) -> Figure:
     width = 0.8 / len(mixes)
     for k, mix in enumerate(mixes):
         xs = [j + (k - (len(mixes) - 1) / 2) * width for j in range(len(mix.softmax_w))]
-        ax.bar(xs, mix.softmax_w, width=width, label=f"mix {k}: gamma = {mix.gamma:.3f}")
+        ax.bar(xs, mix.softmax_w, width=width, label=f"{mix.place(k)} mix: gamma = {mix.gamma:.3f}")
     ax.set_xticks(range(layers), ["layer 0 (char CNN)", *[f"layer {j}" for j in range(1, layers)]])
     ax.set(ylim=(0, 1), ylabel="softmax(w)", title="ELMo layer weights")
     ax.legend(fontsize="small")

@@ -62,7 +62,7 @@ def _elmo_section(mixes: Sequence[Mix], source: str) -> str:
         return page.section(
             "elmo", "ELMo layer weights", [page.paragraph(f"This run has no ELMo (no mix in {source}).")]
         )
-    rows = [[f"mix {k}", *m.softmax_w, m.gamma] for k, m in enumerate(mixes)]
+    rows = [[f"{m.place(k)} mix", *m.softmax_w, m.gamma] for k, m in enumerate(mixes)]
     header = ["", *(f"softmax(w) layer {j}" for j in range(len(mixes[0].softmax_w))), "gamma"]
     figure = charts.layer_weights(mixes)
     return page.section("elmo", "ELMo layer weights", [

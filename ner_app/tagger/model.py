@@ -24,7 +24,9 @@ BILM_PREFIX = "elmo.bilm."  # state-dict keys of the frozen biLM, which lives in
 class BiLstmCrfTagger(nn.Module):
     """x_k = [word embedding; char CNN feature]; input [x_k; ELMo_k] -> dropout -> BiLSTM -> dropout -> linear -> CRF.
 
-    ``elmo`` is optional (the baseline has none). ``allowed`` are the CRF's scheme constraints.
+    ``elmo`` is optional (the baseline has none). With ``elmo_at_output`` the Elmo module has a second mix of
+    the same biLM layers, ELMo_k^task, and the output layer reads dropout([h_k; ELMo_k^task]) (the paper's
+    section 3.3). ``allowed`` are the CRF's scheme constraints.
     """
 
     frozen_word_vectors: torch.Tensor  # buffer (V - num_words, word_dim)
@@ -44,8 +46,11 @@ class BiLstmCrfTagger(nn.Module):
         elmo: Elmo | None = None,
         allowed: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
         frozen_words: int = 0,
+        elmo_at_output: bool = False,
     ) -> None:
         super().__init__()
+        if elmo_at_output and (elmo is None or len(elmo.scalar_mixes) != 2):
+            raise ValueError("elmo_at_output needs an Elmo module with two mixes (input and output)")
         self.word_embed = nn.Embedding(num_words, word_dim, padding_idx=0)
         # Pretrained vectors of words never seen in train (ids num_words...): looked up, never trained.
         self.register_buffer("frozen_word_vectors", torch.zeros(frozen_words, word_dim))
@@ -58,7 +63,9 @@ class BiLstmCrfTagger(nn.Module):
         self.lstm = nn.ModuleList(
             nn.LSTM(size, lstm_hidden, batch_first=True, bidirectional=True) for size in sizes
         )
-        self.output = nn.Linear(2 * lstm_hidden, num_tags)
+        self.elmo_at_output = elmo_at_output
+        output_dim = 2 * lstm_hidden + (elmo.output_dim if elmo is not None and elmo_at_output else 0)
+        self.output = nn.Linear(output_dim, num_tags)
         self.crf = CRF(num_tags, allowed)
 
     @classmethod
@@ -68,12 +75,13 @@ class BiLstmCrfTagger(nn.Module):
         if spec.elmo is not None:
             if bilm is None:
                 raise SpecError("this tagger was trained with ELMo: a biLM is needed to build it")
-            elmo = Elmo(bilm, dropout=spec.elmo.dropout, do_layer_norm=spec.elmo.do_layer_norm)
+            mixes = 2 if spec.elmo.at_output else 1
+            elmo = Elmo(bilm, mixes, dropout=spec.elmo.dropout, do_layer_norm=spec.elmo.do_layer_norm)
         trainable = spec.num_trainable_words
         return cls(
             num_words=trainable, frozen_words=len(spec.word_vocab) - trainable, num_chars=len(spec.char_vocab),
             num_tags=len(spec.tag_vocab), elmo=elmo, allowed=allowed_transitions(spec.tag_vocab.itos, spec.scheme),
-            **dataclasses.asdict(spec.sizes),
+            elmo_at_output=spec.elmo is not None and spec.elmo.at_output, **dataclasses.asdict(spec.sizes),
         )  # fmt: skip
 
     def trained_state(self) -> dict[str, torch.Tensor]:
@@ -110,26 +118,27 @@ class BiLstmCrfTagger(nn.Module):
         frozen = nn.functional.embedding((words - n).clamp(min=0), self.frozen_word_vectors)
         return torch.where((words >= n)[..., None], frozen, trainable)
 
-    def elmo_representation(self, batch: Batch) -> torch.Tensor:
-        """ELMo_k (B, T, 2P): from cached layers when the batch has them (``elmo_layers``, L+1 x (B, T+2, 2P),
-        and ``elmo_mask``), else by running the frozen biLM on each sentence's stream (``elmo_context``,
-        document mode) or on ``elmo_chars``."""
+    def elmo_representations(self, batch: Batch) -> list[torch.Tensor]:
+        """ELMo_k (B, T, 2P) of every mix (input, then output), from one set of biLM layers: the cached ones
+        when the batch has them (``elmo_layers``, L+1 x (B, T+2, 2P), and ``elmo_mask``), else by running the
+        frozen biLM once on each sentence's stream (``elmo_context``, document mode) or on ``elmo_chars``."""
         assert self.elmo is not None
         if "elmo_layers" in batch:
-            return self.elmo.mix(batch["elmo_layers"], batch["elmo_mask"]).representations[0]
+            return self.elmo.mix(batch["elmo_layers"], batch["elmo_mask"]).representations
         if "elmo_context" in batch:  # document mode without a cache: each sentence read in its stream
             with torch.no_grad():
                 layers, mask = context_layers(self.elmo.bilm, batch["elmo_context"])
-            return self.elmo.mix(layers, mask).representations[0]
-        return self.elmo(char_ids=batch["elmo_chars"]).representations[0]
+            return self.elmo.mix(layers, mask).representations
+        return self.elmo(batch["elmo_chars"]).representations
 
     def emissions(self, batch: Batch) -> torch.Tensor:
         """Batch with words (B, T), chars (B, T, W), mask (B, T) and elmo_chars (B, T, 50) or cached elmo_layers
         -> emission scores (B, T, K)."""
         mask = batch["mask"]
         parts = [self.embed_words(batch["words"]), self.char_cnn(batch["chars"])]
-        if self.elmo is not None:
-            parts.append(self.elmo_representation(batch).to(parts[0].dtype))
+        elmo = self.elmo_representations(batch) if self.elmo is not None else []
+        if elmo:
+            parts.append(elmo[0].to(parts[0].dtype))
         x = self.dropout(torch.cat(parts, dim=-1))  # (B, T, D)
         lengths = mask.sum(dim=1).cpu()
         h = x
@@ -140,6 +149,8 @@ class BiLstmCrfTagger(nn.Module):
             h, _ = pad_packed_sequence(
                 lstm(packed)[0], batch_first=True, total_length=x.shape[1]
             )  # (B, T, 2H)
+        if self.elmo_at_output:
+            h = torch.cat([h, elmo[1].to(h.dtype)], dim=-1)  # (B, T, 2H + 2P): [h_k; ELMo_k^task]
         return self.output(self.dropout(h))
 
     def loss(self, batch: Batch, l2_coef: float = 0.0) -> torch.Tensor:

@@ -73,6 +73,7 @@ class ElmoRef:
     do_layer_norm: bool
     context: str = "sentence"  # or "document": what the biLM reads (docs/document_context.md)
     max_stream_positions: int = MAX_POSITIONS  # document context: the chunk size of long documents
+    at_output: bool = False  # a second mix, concatenated to the BiLSTM output (paper, section 3.3)
 
 
 @dataclass(frozen=True)

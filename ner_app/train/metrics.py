@@ -115,28 +115,43 @@ class SplitScores:
         return out
 
 
+MIX_PLACES = ("input", "output")  # where the tagger's k-th mix goes: [x_k; ELMo_k], then [h_k; ELMo_k^task]
+
+
 @dataclass(frozen=True)
 class Mix:
-    """One learned ELMo scalar mix: softmax(w) per biLM layer (summing to 1) and gamma."""
+    """One learned ELMo scalar mix: softmax(w) per biLM layer (summing to 1), gamma, and where it enters the
+    tagger (``MIX_PLACES``; None in records written before the output mix existed: the input)."""
 
     softmax_w: tuple[float, ...]
     gamma: float
+    at: str | None = None
 
     @classmethod
-    def of(cls, learned: Mapping[str, Any]) -> Mix:
-        """From ``ScalarMix.learned()``'s dict (checked like a file's)."""
-        return cls.from_json(dict(learned), "ELMo mix")
+    def of(cls, learned: Mapping[str, Any], at: str | None = None) -> Mix:
+        """From ``ScalarMix.learned()``'s dict (checked like a file's), placed ``at``."""
+        return cls.from_json({**learned, "at": at}, "ELMo mix")
+
+    def place(self, index: int) -> str:
+        """Where this mix enters the tagger: its own record, else its position."""
+        return self.at or (MIX_PLACES[index] if index < len(MIX_PLACES) else f"mix {index}")
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> Mix:
         weights = data.get("softmax_w")
         if not isinstance(weights, list) or not weights:
             raise MetricsError(f"{where}.softmax_w: expected a list of layer weights")
+        at = data.get("at")
+        if at is not None and at not in MIX_PLACES:
+            raise MetricsError(f"{where}.at: expected one of {', '.join(MIX_PLACES)}, found {at!r:.40}")
         return cls(tuple(_number(w, f"{where}.softmax_w", 0.0, 1.0) for w in weights),
-                   _number(data.get("gamma"), f"{where}.gamma"))  # fmt: skip
+                   _number(data.get("gamma"), f"{where}.gamma"), at)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
-        return {"softmax_w": list(self.softmax_w), "gamma": self.gamma}
+        out: dict[str, Any] = {"softmax_w": list(self.softmax_w), "gamma": self.gamma}
+        if self.at is not None:
+            out["at"] = self.at
+        return out
 
 
 def _mixes(value: Any, where: str) -> tuple[Mix, ...] | None:

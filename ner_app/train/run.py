@@ -39,7 +39,7 @@ from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import EVALUATED, Corpus, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.glove import embedding_matrix, load_glove
-from ner_app.train.metrics import Mix, RunMetrics, SplitScores
+from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
 from ner_app.train.module import TaggerModule
 from ner_app.train.reports import text_report
 
@@ -65,7 +65,7 @@ def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]
     bilm = load_bilm(e.options, e.weights)
     ref = ElmoRef(options=str(Path(e.options).resolve()), weights=str(Path(e.weights).resolve()),
                   fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm,
-                  context=e.context, max_stream_positions=e.max_stream_positions)  # fmt: skip
+                  context=e.context, max_stream_positions=e.max_stream_positions, at_output=e.at_output)  # fmt: skip
     return bilm, ref
 
 
@@ -125,7 +125,7 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
     metrics = RunMetrics(
         scores["dev"], scores["test"],
         # the chosen checkpoint's mixes: a record then holds them without the weights
-        elmo_mix=None if elmo is None else tuple(Mix.of(m) for m in elmo.learned_mixes()),
+        elmo_mix=None if elmo is None else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
         # the biLM by its weights: compare groups by this, whatever the files' paths
         bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
     )  # fmt: skip

@@ -205,7 +205,7 @@ def test_tiny_run_report_is_complete_and_self_contained(tiny_run: Path) -> None:
     w = torch.softmax(state["tagger.elmo.scalar_mixes.0.scalar_parameters"], 0).tolist()
     gamma = state["tagger.elmo.scalar_mixes.0.gamma"].item()
     header, row = page.tables["elmo"][0]
-    assert header[-1] == "gamma" and row[0] == "mix 0"
+    assert header[-1] == "gamma" and row[0] == "input mix"  # the one mix of a run without elmo.at_output
     shown = [float(v) for v in row[1:]]
     assert shown == pytest.approx([*w, gamma], abs=0.006)
 

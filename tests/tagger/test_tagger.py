@@ -1,5 +1,7 @@
-"""The BiLSTM-CRF tagger: invariances, the frozen GloVe rows, the ELMo penalty, mixed precision."""
+"""The BiLSTM-CRF tagger: invariances, the frozen GloVe rows, the ELMo penalty, ELMo at the output, mixed
+precision."""
 
+import pytest
 import torch
 
 from ner_app.bilm import Elmo
@@ -14,12 +16,15 @@ TAGS = ["O", "B-PER", "E-PER", "I-PER", "S-PER", "B-LOC", "E-LOC", "I-LOC", "S-L
 SENTENCES = [["Alice", "Smith", "flew", "to", "Paris", "."], ["Bob", "ran"], ["x"]]
 
 
-def make_tagger(elmo: bool = True, frozen_words: int = 0, seed: int = 0) -> BiLstmCrfTagger:
+def make_tagger(
+    elmo: bool = True, frozen_words: int = 0, seed: int = 0, at_output: bool = False
+) -> BiLstmCrfTagger:
     torch.manual_seed(seed)
+    mixes = 2 if at_output else 1
     return BiLstmCrfTagger(
         num_words=20, num_chars=30, num_tags=len(TAGS), word_dim=6, char_dim=4, char_filters=5, lstm_hidden=7,
-        lstm_layers=2, dropout=0.5, elmo=Elmo(random_bilm(), dropout=0.0) if elmo else None,
-        allowed=allowed_transitions(TAGS, "BIOES"), frozen_words=frozen_words,
+        lstm_layers=2, dropout=0.5, elmo=Elmo(random_bilm(), mixes, dropout=0.0) if elmo else None,
+        allowed=allowed_transitions(TAGS, "BIOES"), frozen_words=frozen_words, elmo_at_output=at_output,
     ).eval()  # fmt: skip
 
 
@@ -31,8 +36,9 @@ def batch_of(sentences, words=None):
     return encode_batch(sentences, words, chars, tags=tags, tag_vocab=tag_vocab)
 
 
-def test_sentence_alone_equals_sentence_in_padded_batch():
-    tagger = make_tagger()
+@pytest.mark.parametrize("at_output", [False, True])
+def test_sentence_alone_equals_sentence_in_padded_batch(at_output: bool):
+    tagger = make_tagger(at_output=at_output)
     batched = tagger.emissions(batch_of(SENTENCES))
     decoded = tagger.decode(batch_of(SENTENCES))
     for i, sentence in enumerate(SENTENCES):
@@ -96,3 +102,42 @@ def test_dropout_keeps_expectation_and_rate():
     assert set(y.unique().tolist()) == {0.0, 2.0}
     assert abs((y == 0).float().mean().item() - 0.5) < 0.01
     assert torch.equal(drop.eval()(torch.ones(5)), torch.ones(5))
+
+
+# ------------------------------------------------------------------------------ ELMo at the output
+def test_output_mix_enters_only_the_output_layer():
+    """emissions = W dropout([h_k; ELMo_k^task]): the output layer reads 2H + 2P features, and changing the
+    output mix's weights changes the emissions while the BiLSTM's input stays the same."""
+    tagger = make_tagger(at_output=True)
+    assert tagger.output.in_features == 2 * 7 + tagger.elmo.output_dim
+    batch = batch_of(SENTENCES)
+    before = tagger.emissions(batch)
+    inputs = tagger.elmo_representations(batch)[0]
+    with torch.no_grad():
+        tagger.elmo.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([3.0, -2.0, 0.0]))
+        tagger.elmo.scalar_mixes[1].gamma.fill_(2.0)
+    assert not torch.allclose(tagger.emissions(batch), before)
+    torch.testing.assert_close(tagger.elmo_representations(batch)[0], inputs)  # the input mix is untouched
+
+
+def test_output_mix_is_trained_and_penalised_like_the_input_mix():
+    tagger = make_tagger(at_output=True).train()
+    batch = batch_of(SENTENCES)
+    tagger.loss(batch, l2_coef=0.1).backward()
+    for mix in tagger.elmo.scalar_mixes:
+        assert mix.scalar_parameters.grad is not None and mix.scalar_parameters.grad.abs().sum() > 0
+        assert mix.gamma.grad is not None
+    assert all(p.grad is None for p in tagger.elmo.bilm.parameters())
+    with torch.no_grad():
+        for mix in tagger.elmo.scalar_mixes:
+            mix.scalar_parameters.copy_(torch.tensor([1.0, 0.0, -1.0]))
+    tagger.eval()
+    difference = tagger.loss(batch, l2_coef=0.1) - tagger.loss(batch, l2_coef=0.0)
+    torch.testing.assert_close(difference, torch.tensor(0.1 * 2 * 2.0))  # both mixes' ||w||^2
+
+
+def test_output_mix_needs_a_second_mix():
+    with pytest.raises(ValueError, match="two mixes"):
+        BiLstmCrfTagger(
+            num_words=5, num_chars=5, num_tags=3, elmo=Elmo(random_bilm(), 1), elmo_at_output=True
+        )

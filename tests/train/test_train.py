@@ -104,3 +104,35 @@ def test_bf16_mixed_on_cpu_trains_to_f1_one(tmp_path, tiny_bilm_files):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
     assert "bf16-mixed" in (tmp_path / "run" / "config.yaml").read_text()
+
+
+def test_elmo_at_output_trains_to_f1_one_from_one_cache_fill_and_exports(tmp_path, tiny_bilm_files, caplog):
+    """``elmo.at_output``: the second mix reads the same cached layers (one fill; a run without it reuses
+    them all), the tiny set is learnt, metrics.json labels both mixes, and the export predicts the same."""
+    import logging
+
+    from ner_app.tagger.batch import encode_batch
+    from ner_app.tagger.export import load_export
+    from ner_app.train.export import export_checkpoint
+
+    with caplog.at_level(logging.INFO, logger="ner_app"):
+        assert run(tmp_path, "tiny.yaml", "elmo.at_output=true", bilm=tiny_bilm_files) == 0
+        fills = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ELMo layer cache")]
+        assert len(fills) == 1 and " 0 sentences computed" not in fills[0]
+        caplog.clear()
+        same_cache = f"elmo.cache_dir={tmp_path / 'cache'}"  # the first run's cache, at_output off
+        assert run(tmp_path / "again", "tiny.yaml", same_cache, bilm=tiny_bilm_files) == 0
+        assert any(" 0 sentences computed" in r.getMessage() for r in caplog.records)
+    out = tmp_path / "run"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
+    assert [m["at"] for m in metrics["elmo_mix"]] == ["input", "output"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "input mix" in page and "output mix" in page  # the run report labels both
+    tagger, spec = load_export(out / "export")
+    assert spec.elmo is not None and spec.elmo.at_output and len(tagger.elmo.scalar_mixes) == 2
+    again, _ = load_export(export_checkpoint(out / "checkpoints" / "best.ckpt", tmp_path / "export2"))
+    sentences = [s.tokens for s in read_conll(TINY / "test.txt")]
+    batch = encode_batch(sentences, spec.word_vocab, spec.char_vocab)
+    assert torch.equal(tagger.decode(batch), again.decode(batch))
+    torch.testing.assert_close(tagger.emissions(batch), again.emissions(batch), atol=0, rtol=0)
