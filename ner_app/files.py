@@ -11,7 +11,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -73,13 +73,41 @@ def write_bytes(path: str | Path, payload: bytes | memoryview) -> Path:
 
 
 class FolderWriteError(NerAppError):
-    """A folder that could not be written for want of space or a failing disk."""
+    """A folder that could not be written: it would replace something else, or the disk is full or failing."""
+
+
+def refuse_foreign(target: Path, ours: Callable[[Path], bool], what: str) -> None:
+    """A command never replaces what it did not write: ``target`` may be absent, an empty folder, or a
+    folder that ``ours`` recognises as ``what`` (an earlier output of the same command)."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise FolderWriteError(f"{target}: exists and is not a folder; choose another output folder")
+    if target.is_dir() and any(target.iterdir()) and not ours(target):
+        found = ", ".join(sorted(p.name for p in target.iterdir())[:4])
+        raise FolderWriteError(
+            f"{target}: exists and is not {what} (it holds {found}); nothing was changed: choose another output "
+            "folder, or remove that one yourself"
+        )
+
+
+def refuse_foreign_file(target: Path, ours: Callable[[bytes], bool], what: str) -> None:
+    """A command never overwrites a file it did not write: ``target`` may be absent or a file whose first
+    bytes ``ours`` recognises as ``what``."""
+    if target.is_dir():
+        raise FolderWriteError(f"{target}: is a folder, expected a file name")
+    if target.exists():
+        with open(target, "rb") as f:
+            start = f.read(64)
+        if not ours(start):
+            raise FolderWriteError(
+                f"{target}: exists and is not {what}; nothing was changed: choose another name"
+            )
 
 
 @contextmanager
 def atomic_folder(target: Path) -> Iterator[Path]:
     """Yield an empty temporary folder beside ``target``; on success it replaces ``target``, on any error it is
-    removed and ``target`` is left as it was. A full disk is one clear error."""
+    removed and ``target`` is left as it was. A full disk is one clear error. Callers check with
+    ``refuse_foreign`` first that ``target`` is theirs to replace."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
     try:

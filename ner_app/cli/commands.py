@@ -149,10 +149,10 @@ def _compare(args: argparse.Namespace) -> int:
     if args.html:
         from ner_app.files import write_text
         from ner_app.report.compare_html import compare_html
+        from ner_app.report.page import refuse_foreign_page
 
         out = Path(args.html)
-        if out.is_dir():
-            raise NerAppError(f"--html {out}: is a folder, expected a file name")
+        refuse_foreign_page(out)  # never over a run's own files
         write_text(out, compare_html(groups, tables))  # a reader never sees half a page
         print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -174,9 +174,9 @@ def build_report(run_dir: str | Path) -> str:
 
 def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write the report (default ``run_dir/report.html``) atomically: a reader never sees half a page."""
-    html = build_report(run_dir)
     out = Path(output) if output is not None else Path(run_dir) / "report.html"
-    return write_text(out, html)
+    page.refuse_foreign_page(out)
+    return write_text(out, build_report(run_dir))
 
 
 def report_after_training(run_dir: Path) -> Path | None:

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder
+from ner_app.files import atomic_folder, refuse_foreign
 from ner_app.tagger.integrity import (
     INTEGRITY_KEY,
     check_spec_sizes,
@@ -57,6 +57,7 @@ def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pa
     """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``,
     all or nothing (a temporary folder renamed into place); non-finite weights are refused."""
     out = Path(output_dir)
+    refuse_foreign(out, is_export, "an export")
     state = tagger.trained_state()
     bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
@@ -74,6 +75,21 @@ def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pa
         data[INTEGRITY_KEY] = integrity_record(data, tmp / "model.safetensors")
         (tmp / "tagger.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
     return out
+
+
+EXPORT_FILES = {"model.safetensors", "tagger.json", "bilm"}
+BILM_FILES = {"options.json", "weights.hdf5"}
+
+
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an export and nothing else (what ``export_model`` may replace)."""
+    names = {p.name for p in folder.iterdir()}
+    bilm = folder / "bilm"
+    return (
+        "tagger.json" in names
+        and names <= EXPORT_FILES
+        and (not bilm.exists() or (bilm.is_dir() and {p.name for p in bilm.iterdir()} <= BILM_FILES))
+    )
 
 
 def read_spec(path: Path) -> tuple[TaggerSpec, dict[str, Any]]:

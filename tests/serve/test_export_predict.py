@@ -162,3 +162,42 @@ def test_predict_command_reads_files(trained, tmp_path, capsys):
     ]
     assert [row[0] for row in tagged] == [row[0] for row in written]
     assert [row[-1] for row in tagged] == [row[2] for row in written]
+
+
+# ------------------------------------------------------------------ nothing a user points export at is lost
+def export_to(trained: Path, output: Path) -> int:
+    return main(["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(output)])
+
+
+def test_export_replaces_its_own_export_and_nothing_else(trained, tmp_path, capsys):
+    notes = tmp_path / "mine" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("a user's notes")
+    assert export_to(trained, notes.parent) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exists and is not an export (it holds notes.txt)" in err[0]
+    assert notes.read_text() == "a user's notes" and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    file = tmp_path / "model.bin"
+    file.write_bytes(b"keep")
+    assert export_to(trained, file) == 2 and file.read_bytes() == b"keep"
+    assert "exists and is not a folder" in capsys.readouterr().err
+    out = tmp_path / "export"
+    assert export_to(trained, out) == 0 and export_to(trained, out) == 0  # its own export: replaced
+    assert sorted(p.name for p in out.iterdir()) == ["bilm", "model.safetensors", "tagger.json"]
+    (out / "extra.txt").write_text("added by hand")
+    assert export_to(trained, out) == 2 and (out / "extra.txt").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert export_to(trained, empty) == 0 and (empty / "tagger.json").is_file()
+
+
+def test_html_outputs_never_overwrite_a_runs_files(trained, tmp_path, capsys):
+    metrics = trained / "metrics.json"
+    before = metrics.read_bytes()
+    assert main(["report", str(trained), "--output", str(metrics)]) == 2
+    assert "exists and is not an HTML page" in capsys.readouterr().err
+    assert main(["compare", str(trained), "--html", str(metrics)]) == 2
+    assert metrics.read_bytes() == before
+    page = tmp_path / "page.html"
+    assert main(["report", str(trained), "--output", str(page)]) == 0
+    assert main(["compare", str(trained), "--html", str(page)]) == 0  # an earlier page is replaced
