@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,11 @@ class BilmOptions:
             )
         number = (int, float)
         clips = [get("lstm", k, number + (type(None),), None) for k in ("cell_clip", "proj_clip")]
+        for key, clip in zip(("cell_clip", "proj_clip"), clips, strict=True):
+            if clip is not None and not (
+                math.isfinite(clip) and clip > 0
+            ):  # -1 would clamp every value to -1
+                raise OptionsError(f"{source}: 'lstm.{key}' must be a positive number or null, found {clip}")
         return _bounded(source, cls(
             char_dim=embedding["dim"],
             filters=tuple((w, c) for w, c in filters),

@@ -56,6 +56,16 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_device(device: str) -> None:
+    """``--device cuda`` on a machine without CUDA is the user's choice to correct, in one line."""
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise NerAppError(
+            f"--device cuda: torch {torch.__version__} sees no CUDA device here; use --device cpu"
+        )
+
+
 def _embed(args: argparse.Namespace) -> int:
     import torch
 
@@ -63,7 +73,7 @@ def _embed(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ner_app.errors import NerAppError
+    check_device(args.device)
     from ner_app.serve.embed import embed_file, inference_autocast
 
     bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
@@ -108,6 +118,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_device(args.device)
     predictor = Predictor.from_export(args.model, device=args.device, batch_size=args.batch_size)
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():

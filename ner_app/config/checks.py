@@ -96,3 +96,6 @@ def check_pretrain_config(cfg: BilmPretrainConfig) -> None:
         )
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
+    for key, clip in (("model.cell_clip", m.cell_clip), ("model.proj_clip", m.proj_clip)):
+        if clip is not None and not (math.isfinite(clip) and clip > 0):  # -1 would clamp every value to -1
+            raise ConfigError(f"config key '{key}' must be a positive number or null, found {clip}")

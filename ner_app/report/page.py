@@ -68,9 +68,14 @@ mark[data-type].bad { border: 2px solid #d22; }
 """
 
 
+# Bidirectional controls (LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI, LRM, RLM, ALM) would reorder the text
+# around them on screen: a token could show as another. They are shown as their code point instead.
+_BIDI = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)}
+
+
 def esc(text: object) -> str:
-    """Text for HTML element content or a quoted attribute value."""
-    return escape(str(text), quote=True)
+    """Text for HTML element content or a quoted attribute value; bidirectional controls made visible."""
+    return escape(str(text).translate(_BIDI), quote=True)
 
 
 # ------------------------------------------------------------------------------ entity types and colours

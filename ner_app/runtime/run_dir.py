@@ -65,7 +65,12 @@ def opened_run(run_dir: Path, resume: bool) -> Iterator[Path]:
     claimed (``claimed_run_folder``) for the block, which gets the path of the last checkpoint."""
     last = run_dir / "checkpoints" / "last.ckpt"
     if resume and not last.is_file():
-        raise MissingFileError(f"--resume: no checkpoint at {last} (start afresh without --resume)")
+        try:  # the advice must not send the user back here: a fresh start must be possible where it points
+            check_fresh_start(run_dir)
+            advice = "start afresh without --resume"
+        except RunFolderError:
+            advice = "start afresh in a new output_dir: this one holds an earlier run's other files"
+        raise MissingFileError(f"--resume: no checkpoint at {last} ({advice})")
     with claimed_run_folder(run_dir, resume):
         yield last
 

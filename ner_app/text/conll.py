@@ -61,6 +61,11 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
 def parse_conll(text: str, path: str) -> list[Sentence]:
     """``read_conll`` of text already read; ``path`` names it in errors."""
     text = text.removeprefix("\ufeff")  # a UTF-8 BOM would glue itself to the first -DOCSTART- token
+    if "\r" in text and "\n" not in text:
+        raise ConllFormatError(
+            f"{path}: lines end with CR alone (old Mac line endings); expected LF or CRLF line endings "
+            "(convert it, e.g. tr '\\r' '\\n')"
+        )
 
     sentences: list[Sentence] = []
     n_columns = 0  # set by the first token line

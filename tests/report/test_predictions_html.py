@@ -198,3 +198,12 @@ def test_chromium_renders_each_type_in_its_colour_and_runs_no_script(page, tmp_p
     for kind, (fill, _) in type_colours(["LOC", "MISC", "ORG", "PER"]).items():
         rgb = tuple(int(fill[i : i + 2], 16) for i in (1, 3, 5))
         assert counts.get(rgb, 0) > 100, f"{kind}'s colour {fill} is not on the screenshot"
+
+
+def test_bidirectional_controls_are_shown_not_obeyed():
+    """A right-to-left override inside a token would reorder what the page shows; it is shown as its code."""
+    from ner_app.report.page import esc
+
+    assert esc("abc\u202edef") == "abc[U+202E]def"
+    assert esc("x\u2067y\u2069<") == "x[U+2067]y[U+2069]&lt;"
+    assert "\u202e" not in "".join(predictions_html([{"text": "Paris\u202e.", "entities": []}], []))

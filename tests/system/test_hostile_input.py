@@ -21,13 +21,14 @@ from safetensors.torch import load_file, save_file
 import train
 from ner_app.bilm.weights import load_bilm
 from ner_app.cli.commands import main
-from ner_app.config.load import ConfigError, load_config
+from ner_app.config.checks import check_pretrain_config
+from ner_app.config.load import BilmPretrainConfig, ConfigError, load_config
 from ner_app.errors import NerAppError
 from ner_app.limits import LimitError
 from ner_app.runtime.run_dir import locked_run_folder
 from ner_app.tagger.export import load_export
 from ner_app.tagger.integrity import integrity_record
-from ner_app.text.conll import read_conll
+from ner_app.text.conll import ConllFormatError, read_conll
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
@@ -449,3 +450,45 @@ def test_embed_threads_option(tmp_path, capsys):
         main([*args, "--threads", "0"])
     assert exit_.value.code == 2
     assert "argument --threads: expected an integer >= 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- values that mean something else
+@pytest.mark.parametrize("clip", [-1, 0, "nan"])
+def test_a_clip_that_is_not_positive_is_refused(tmp_path: Path, clip) -> None:
+    """A cell_clip of -1 would clamp every cell to -1: the options file and the pretraining config refuse it."""
+    from ner_app.bilm.options import OptionsError, read_options
+
+    options = json.loads((ROOT / "tests/data/tiny_bilm/options.json").read_text())
+    options["lstm"]["cell_clip"] = float(clip) if clip == "nan" else clip
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))  # json writes NaN, which json.loads reads back
+    with pytest.raises(OptionsError, match="'lstm.cell_clip' must be a positive number or null"):
+        read_options(path)
+    value = ".nan" if clip == "nan" else clip  # YAML's spelling of NaN
+    cfg = load_config(
+        ROOT / "configs/bilm_tiny.yaml", [f"model.proj_clip={value}"], schema=BilmPretrainConfig
+    )
+    with pytest.raises(ConfigError, match="'model.proj_clip' must be a positive number or null"):
+        check_pretrain_config(cfg)
+
+
+def test_cr_only_line_endings_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"EU I-ORG\rrejects O\r\rGerman I-MISC\r")
+    with pytest.raises(ConllFormatError, match="lines end with CR alone"):
+        read_conll(path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("command", ["predict", "embed"])
+def test_device_cuda_without_cuda_is_one_line(tmp_path: Path, capsys, command: str) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    tiny = ROOT / "tests/data/tiny_bilm"
+    args = {
+        "predict": ["predict", "--model", str(tmp_path), "--input", str(tmp_path / "in.txt"), "--device", "cuda"],
+        "embed": ["embed", "--options", str(tiny / "options.json"), "--weights", str(tiny / "weights.hdf5"),
+                  "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5"), "--device", "cuda"],
+    }[command]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device cuda: torch" in err[0] and "use --device cpu" in err[0]

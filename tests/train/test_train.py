@@ -84,7 +84,14 @@ def test_bad_config_is_one_clear_error(tmp_path, capsys):
 
 def test_resume_without_checkpoint_says_so(tmp_path, capsys):
     assert run(tmp_path, "tiny.yaml", resume=True) == 2
-    assert "--resume: no checkpoint at" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--resume: no checkpoint at" in err and "start afresh without --resume" in err
+    # last.ckpt deleted from a finished run: the advice is one that works, not "without --resume", which a
+    # folder holding a run's files refuses with "add --resume"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.json").write_text("{}")
+    assert run(tmp_path, "tiny.yaml", resume=True) == 2
+    assert "start afresh in a new output_dir" in capsys.readouterr().err
 
 
 def test_missing_bilm_says_how_to_get_one(tmp_path, capsys):
