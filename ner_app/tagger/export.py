@@ -44,11 +44,29 @@ def check_bilm(elmo: ElmoRef, bilm: BidirectionalLM, source: str) -> None:
         )
 
 
-def load_spec_bilm(spec: TaggerSpec, root: Path, source: str) -> BidirectionalLM | None:
-    """The spec's biLM, its paths taken relative to ``root``, checked against the fingerprint."""
+def inside(root: Path, relative: str, source: str) -> Path:
+    """``root / relative`` when it is a regular file inside ``root``: an export is closed, so no absolute path,
+    no ``..``, no symlink out of it, no device, FIFO or folder."""
+    path = root / relative
+    if Path(relative).is_absolute() or ".." in Path(relative).parts:
+        raise ExportError(
+            f"{source}: the biLM path {relative!r} leaves the export (expected a path inside it)"
+        )
+    resolved, base = path.resolve(), root.resolve()
+    if not resolved.is_relative_to(base) or not resolved.is_file():
+        raise ExportError(f"{source}: the biLM path {relative!r} is not a regular file inside the export")
+    return path
+
+
+def load_spec_bilm(spec: TaggerSpec, root: Path, source: str, closed: bool = True) -> BidirectionalLM | None:
+    """The spec's biLM, its paths taken relative to ``root`` (and, ``closed``, confined to it: an export),
+    checked against the fingerprint."""
     if spec.elmo is None:
         return None
-    bilm = load_bilm(root / spec.elmo.options, root / spec.elmo.weights)
+    options, weights = (root / spec.elmo.options, root / spec.elmo.weights)
+    if closed:
+        options, weights = inside(root, spec.elmo.options, source), inside(root, spec.elmo.weights, source)
+    bilm = load_bilm(options, weights)
     check_bilm(spec.elmo, bilm, source)
     return bilm
 

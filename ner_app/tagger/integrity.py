@@ -34,8 +34,20 @@ def vocab_sha256(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+# Every key of tagger.json that changes what the tagger predicts (``vocab_sha256`` covers the first four alone:
+# exports that have no ``spec_sha256`` were written before it, and are checked on those four).
+SPEC_KEYS = ("vocab", "scheme", "source_scheme", "model", "elmo", "max_word_chars")
+
+
+def spec_sha256(spec: dict[str, Any]) -> str:
+    """sha256 of every key of the spec that changes predictions (``SPEC_KEYS``), in a canonical JSON form."""
+    payload = {k: spec.get(k) for k in SPEC_KEYS}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
 def integrity_record(spec: dict[str, Any], weights_path: Path) -> dict[str, str]:
-    return {"weights_sha256": sha256_file(weights_path), "vocab_sha256": vocab_sha256(spec)}
+    return {"weights_sha256": sha256_file(weights_path), "vocab_sha256": vocab_sha256(spec),
+            "spec_sha256": spec_sha256(spec)}  # fmt: skip
 
 
 def verify_integrity(spec: dict[str, Any], weights_path: Path, spec_path: Path) -> None:
@@ -45,6 +57,10 @@ def verify_integrity(spec: dict[str, Any], weights_path: Path, spec_path: Path) 
         raise IntegrityError(f"{spec_path}: no '{INTEGRITY_KEY}' record (export again with this version)")
     if record.get("vocab_sha256") != vocab_sha256(spec):
         raise IntegrityError(f"{spec_path}: vocabularies, schemes or sizes were changed after export")
+    if "spec_sha256" in record and record["spec_sha256"] != spec_sha256(spec):
+        raise IntegrityError(
+            f"{spec_path}: a key that changes predictions ({', '.join(SPEC_KEYS[4:])}) was changed after export"
+        )
     if record.get("weights_sha256") != sha256_file(weights_path):
         raise IntegrityError(f"{weights_path}: checksum differs from the one recorded in {spec_path.name}")
 

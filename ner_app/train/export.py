@@ -20,7 +20,7 @@ def export_checkpoint(checkpoint_path: str | Path, output_dir: str | Path) -> Pa
         raise ExportError(f"{path}: no ner_app tagger spec in this checkpoint (was it written by train.py?)")
     check_spec_sizes(checkpoint["ner_app"], str(path))
     spec = TaggerSpec.from_json(checkpoint["ner_app"], f"{path} (tagger spec)")
-    tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, Path("."), str(path)))
+    tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, Path("."), str(path), closed=False))
     state = {k.removeprefix("tagger."): v for k, v in checkpoint["state_dict"].items()}
     tagger.load_trained_state(state, str(path))
     return export_model(tagger, spec, output_dir)

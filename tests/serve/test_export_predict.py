@@ -1,7 +1,9 @@
 """Export, load without pickle, and predict: same tags as in training, exact character offsets."""
 
 import json
+import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import train
 from ner_app.cli.commands import main
 from ner_app.serve.predictor import Predictor
 from ner_app.tagger.export import ExportError, load_export
+from ner_app.tagger.integrity import IntegrityError
 from ner_app.text.conll import read_conll
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,3 +204,42 @@ def test_html_outputs_never_overwrite_a_runs_files(trained, tmp_path, capsys):
     page = tmp_path / "page.html"
     assert main(["report", str(trained), "--output", str(page)]) == 0
     assert main(["compare", str(trained), "--html", str(page)]) == 0  # an earlier page is replaced
+
+
+# ------------------------------------------------------------------ an export is closed and fully checked
+def tampered_copy(trained: Path, tmp_path: Path, edit) -> Path:
+    out = tmp_path / "export"
+    shutil.copytree(trained / "export", out)
+    spec = json.loads((out / "tagger.json").read_text())
+    edit(spec)
+    (out / "tagger.json").write_text(json.dumps(spec))
+    return out
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s.update(max_word_chars=3),
+        lambda s: s["elmo"].update(do_layer_norm=True),
+        lambda s: s["elmo"].update(context="document"),
+        lambda s: s["elmo"].update(max_stream_positions=10),
+        lambda s: s["elmo"].update(at_output=True),
+    ],
+)
+def test_every_key_that_changes_predictions_is_checked(trained, tmp_path, edit):
+    with pytest.raises(IntegrityError, match="a key that changes predictions .* was changed after export"):
+        load_export(tampered_copy(trained, tmp_path, edit))
+
+
+@pytest.mark.parametrize("where", ["/etc/passwd", "../export/bilm/options.json", "bilm", "fifo", "/dev/zero"])
+def test_an_export_reads_only_its_own_files(trained, tmp_path, where):
+    """Even an export older than the full checksum (no ``spec_sha256``) cannot point outside itself."""
+
+    def edit(spec):
+        spec["elmo"]["options"] = where
+        del spec["integrity"]["spec_sha256"]
+
+    out = tampered_copy(trained, tmp_path, edit)
+    os.mkfifo(out / "fifo")
+    with pytest.raises(ExportError, match="biLM path .* (leaves the export|is not a regular file inside)"):
+        load_export(out)
