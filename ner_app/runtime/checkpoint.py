@@ -13,6 +13,7 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from ner_app.errors import NerAppError
+from ner_app.files import atomic_path
 
 
 class CheckpointError(NerAppError):
@@ -46,7 +47,15 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint I/O with ``load_checkpoint`` above, for ``trainer.fit(ckpt_path=...)``."""
+    """Lightning's checkpoint I/O, loading with ``load_checkpoint`` above (``trainer.fit(ckpt_path=...)``) and
+    saving through the one atomic write: a full disk or a kill never leaves a truncated checkpoint under its
+    final name, and an error names the run folder's own file."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        with atomic_path(path) as tmp:
+            torch.save(checkpoint, tmp)
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
         return load_checkpoint(path, map_location=map_location if map_location is not None else "cpu")

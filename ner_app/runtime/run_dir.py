@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,9 +94,29 @@ def claimed_run_folder(run_dir: Path, resume: bool) -> Iterator[None]:
         yield
         return
     with locked_run_folder(run_dir):  # one run per folder (docs/reliability.md)
+        sweep_temporary_files(run_dir)
         if not resume:
             check_fresh_start(run_dir)
         yield
+
+
+def sweep_temporary_files(run_dir: Path) -> list[Path]:
+    """Remove what a killed run of this folder left half-written: the hidden ``.NAME.*.tmp`` files and folders
+    of the atomic writes (``ner_app.files``), the ``.NAME.old-PID`` folder an export was replacing, and
+    pretraining's ``last.ckpt.tmp``. Called with the folder's lock held, so no live run is writing them."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints"):
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            name = path.name
+            ours = (
+                name.startswith(".") and (name.endswith(".tmp") or ".old-" in name)
+            ) or name == "last.ckpt.tmp"
+            if ours and not path.is_symlink():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                removed.append(path)
+    return removed
 
 
 def has_checkpoint(run_dir: Path) -> bool:
