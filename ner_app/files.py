@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ner_app.errors import NerAppError
 
@@ -141,3 +143,34 @@ def sha256_file(path: str | Path, algorithm: str = "sha256") -> str:
         while block := f.read(CHUNK):
             digest.update(block)
     return digest.hexdigest()
+
+
+MAX_JSON_DEPTH = 32  # nesting of any JSON file this program reads (its own files nest 5 deep at most)
+
+
+def read_json(
+    path: str | Path, max_bytes: int, error: type[NerAppError] = NerAppError, what: str = "a JSON file"
+) -> Any:
+    """A JSON file read within ``max_bytes`` and ``MAX_JSON_DEPTH``: a huge or deeply nested file (a forged
+    ``tagger.json``, a download that never ends) is one ``error`` naming it, never exhausted memory or stack."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise error(f"{path}: larger than the {max_bytes:,} bytes such a file can be; not read")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: not {what} (byte {err.start} is not UTF-8)") from None
+    except json.JSONDecodeError as err:
+        raise error(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    stack = [(value, 1)]
+    while stack:  # depth without recursion
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise error(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return value

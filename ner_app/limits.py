@@ -17,6 +17,7 @@ MAX_VOCAB = 1 << 24  # entries of any vocabulary
 MAX_CHAR_WIDTH = 64  # char-CNN kernel width
 MAX_CHAR_ID = 1 << 20  # characters of the char embedding (the biLM's is 261)
 MAX_CONFIG_NODES = 100_000  # YAML nodes a config may expand to (aliases included)
+MAX_OPTIONS_BYTES = 1 << 16  # a biLM's options.json (a released one is under 1 KB)
 
 
 class LimitError(NerAppError):

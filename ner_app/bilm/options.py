@@ -11,7 +11,8 @@ from typing import Any
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
 from ner_app.errors import NerAppError
-from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, check_size
+from ner_app.files import read_json
+from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_OPTIONS_BYTES, check_size
 
 
 class OptionsError(NerAppError):
@@ -167,15 +168,9 @@ def read_options(path: str | Path) -> BilmOptions:
     """Parse and validate an options.json."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        options = read_json(path, MAX_OPTIONS_BYTES, OptionsError, "a JSON options file")
     except OSError as err:
         raise OptionsError(f"{path}: cannot read options file: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise OptionsError(f"{path}: not a JSON options file (byte {err.start} is not UTF-8)") from None
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise OptionsError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     if not isinstance(options, dict):
         raise OptionsError(
             f"{path}: expected a JSON object with 'char_cnn' and 'lstm', found {type(options).__name__}"

@@ -33,12 +33,16 @@ from urllib.request import Request, urlopen
 
 from ner_app.errors import NerAppError
 from ner_app.files import sha256_file
+from ner_app.limits import MAX_OPTIONS_BYTES
 from ner_app.progress import progress_bar
 
 DEFAULT_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 CHUNK = 1 << 20  # bytes per read
 ATTEMPTS = 3  # connections per file in one run before giving up (the .part stays for the next run)
 TIMEOUT_S = 60  # a silent connection this long counts as lost
+MIN_RATE = 16 * 1024  # bytes/s a connection must average once GRACE_S have passed (a trickle is a lost one)
+GRACE_S = 30.0
+WEIGHTS_MARGIN = 1.10  # hdf5's own bytes on top of 4 per float32 parameter (the files hold about 1.00)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,13 @@ class ElmoModel:
 
     def url(self, base_url: str, file: PublishedFile) -> str:
         return f"{base_url.rstrip('/')}/{self.folder}/{file.name}"
+
+    def max_bytes(self, file: PublishedFile) -> int:
+        """The most bytes ``file`` can legitimately be: options.json is a few hundred bytes; the weights are
+        the architecture's float32 parameters plus hdf5's overhead."""
+        if file is self.options:
+            return MAX_OPTIONS_BYTES
+        return int(self.parameters_millions * 1e6 * 4 * WEIGHTS_MARGIN) + (1 << 20)
 
 
 def _model(folder: str, lstm_dim: int, projection_dim: int, n_highway: int, millions: float) -> ElmoModel:
@@ -109,8 +120,30 @@ def _content_range_total(value: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _fetch_once(url: str, part: Path) -> tuple[int | None, str | None]:
-    """Append the rest of ``url`` to ``part``; returns (the file's full size if declared, the ETag)."""
+def _too_large(url: str, part: Path, size: int, limit: int, how: str) -> NerAppError:
+    part.unlink(missing_ok=True)
+    return NerAppError(
+        f"{url}: {how} {size:,} bytes, more than the {limit:,} this file can be; refused (nothing kept)"
+    )
+
+
+def _open_part(part: Path, append: bool) -> int:
+    """The ``.part`` file's descriptor: a regular file inside the output folder, never a link followed out."""
+    if part.is_symlink() or (part.exists() and not part.is_file()):
+        raise NerAppError(
+            f"{part}: not a regular file (a symlink or a special file); remove it and run again"
+        )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    return os.open(part, flags, 0o644)
+
+
+def _fetch_once(url: str, part: Path, limit: int) -> tuple[int | None, str | None]:
+    """Append the rest of ``url`` to ``part`` (at most ``limit`` bytes in all, at least ``MIN_RATE`` bytes/s
+    once ``GRACE_S`` have passed); returns (the file's full size if declared, the ETag)."""
+    if part.is_symlink() or (part.exists() and not part.is_file()):
+        raise NerAppError(
+            f"{part}: not a regular file (a symlink or a special file); remove it and run again"
+        )
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": "ner_app-download-elmo", "Accept-Encoding": "identity"}
     if have:
@@ -123,7 +156,7 @@ def _fetch_once(url: str, part: Path) -> tuple[int | None, str | None]:
             return total, err.headers.get("ETag")
         if err.code == 416 and have:  # a .part longer than the file: start over
             part.unlink()
-            return _fetch_once(url, part)
+            return _fetch_once(url, part, limit)
         raise NerAppError(f"{url}: HTTP {err.code} {err.reason}") from None
     except (URLError, OSError) as err:
         raise _unreachable(url, err) from None
@@ -133,21 +166,31 @@ def _fetch_once(url: str, part: Path) -> tuple[int | None, str | None]:
             start = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
             if start is None or int(start.group(1)) != have:  # not the range asked for: start over
                 part.unlink()
-                return _fetch_once(url, part)
+                return _fetch_once(url, part, limit)
             total = _content_range_total(response.headers.get("Content-Range"))
         else:  # 200: the whole file (a server without Range support), so the .part starts over
             have = 0
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
+        if total is not None and total > limit:
+            raise _too_large(url, part, total, limit, "the server announces")
         if have:
             _say(f"{part.name}: resuming at byte {have:,}")
         bar = progress_bar(total, part.name[: -len(".part")], unit="B")
         bar.update(have)
+        start_time, received = time.monotonic(), 0
         try:
-            with open(part, "ab" if have else "wb") as out:
-                while chunk := response.read(CHUNK):
+            with os.fdopen(_open_part(part, bool(have)), "ab" if have else "wb") as out:
+                # read1: whatever has arrived, so that a trickling server cannot hold one read for ever
+                while chunk := response.read1(CHUNK):
+                    received += len(chunk)
+                    if have + received > limit:
+                        raise _too_large(url, part, have + received, limit, "the server sent more than")
                     out.write(chunk)
                     bar.update(len(chunk))
+                    elapsed = time.monotonic() - start_time
+                    if elapsed > GRACE_S and received / elapsed < MIN_RATE:
+                        raise _Interrupted(f"slower than {MIN_RATE // 1024} KiB/s after {elapsed:.0f} s")
         except (http.client.HTTPException, ConnectionError, TimeoutError) as err:
             raise _Interrupted(str(err) or type(err).__name__) from None
         finally:
@@ -180,14 +223,13 @@ def _verify(url: str, part: Path, file: PublishedFile, total: int | None, etag: 
     return ", ".join(checked) or "nothing (the server gave no size)"
 
 
-def fetch(url: str, dest: Path, file: PublishedFile) -> str:
-    """Download ``url`` into ``dest.part`` (resuming), check size and checksum; returns what was checked.
-
-    The caller renames the .part into place once the content checks passed too."""
+def fetch(url: str, dest: Path, file: PublishedFile, limit: int) -> str:
+    """Download ``url`` into ``dest.part`` (resuming), at most ``limit`` bytes; check size and checksum;
+    returns what was checked. The caller renames the .part into place once the content checks passed too."""
     part = dest.with_name(dest.name + ".part")
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            total, etag = _fetch_once(url, part)
+            total, etag = _fetch_once(url, part, limit)
             return _verify(url, part, file, total, etag)
         except _Interrupted as err:
             if attempt == ATTEMPTS:
@@ -261,7 +303,7 @@ def download_elmo(name: str, output: str | Path, base_url: str = DEFAULT_BASE_UR
             continue
         url = model.url(base_url, file)
         _say(f"{url} -> {dest}")
-        checked = fetch(url, dest, file)
+        checked = fetch(url, dest, file, model.max_bytes(file))
         part = dest.with_name(dest.name + ".part")
         if file is model.options:
             _place(part, dest, partial(check_options, part, model, name))

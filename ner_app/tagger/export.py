@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, refuse_foreign
+from ner_app.files import atomic_folder, read_json, refuse_foreign
 from ner_app.tagger.integrity import (
     INTEGRITY_KEY,
     check_spec_sizes,
@@ -28,6 +28,8 @@ from ner_app.tagger.integrity import (
 )
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import SPEC_FORMAT, ElmoRef, SpecError, TaggerSpec
+
+MAX_SPEC_BYTES = 1 << 29  # tagger.json: vocabularies of up to MAX_VOCAB entries
 
 
 class ExportError(NerAppError):
@@ -112,12 +114,7 @@ def is_export(folder: Path) -> bool:
 
 def read_spec(path: Path) -> tuple[TaggerSpec, dict[str, Any]]:
     """A ``tagger.json`` (this version's or an older export's) as a spec, and as the JSON data it was."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ExportError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    except UnicodeDecodeError as err:
-        raise ExportError(f"{path}: not a JSON file (byte {err.start} is not UTF-8)") from None
+    data = read_json(path, MAX_SPEC_BYTES, ExportError)
     if isinstance(data, dict):
         check_spec_sizes(data, str(path))  # bounds before anything is built from it
     return TaggerSpec.from_json(data, str(path)), data

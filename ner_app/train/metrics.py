@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.files import write_text
+from ner_app.files import read_json, write_text
 from ner_app.train.corpus import EVALUATED
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+MAX_METRICS_BYTES = 1 << 24  # metrics.json: scores per entity type, a few KB for CoNLL-2003
 
 
 class MetricsError(NerAppError):
@@ -201,10 +204,7 @@ class RunMetrics:
         path = Path(path)
         if not path.is_file():
             raise MissingFileError(f"{path}: not found (expected the metrics.json of a train.py run)")
-        try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise MetricsError(f"{path}: not a JSON file ({err})") from None
+        data = read_json(path, MAX_METRICS_BYTES, MetricsError)
         return cls.from_json(data, str(path))
 
     def to_json(self) -> dict[str, Any]:

@@ -207,7 +207,7 @@ def write(path: Path, text: str) -> Path:
         (lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"), "u: no metrics.json, the run has not finished"),
         (lambda t, r: write(t / "p" / "metrics.json", '{"heldout": {}, "steps": 3}'),
          "metrics.json: expected the dev and test scores of a train.py run, found heldout, steps"),
-        (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json: not a JSON file"),
+        (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json:1: not valid JSON"),
         (lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": "high"}, "test": {"f1": 1}}'),
          "metrics.json: dev.f1: expected a number, found 'high'"),
         (lambda t, r: write(t / "i" / "metrics.json", '{"dev": {"f1": NaN}, "test": {"f1": 1}}'),

@@ -40,6 +40,7 @@ class Site:
         self.etags = {path: f'"{hashlib.md5(data).hexdigest()}"' for path, data in files.items()}
         self.cuts: dict[str, list[int]] = {}  # path -> bytes to send before dropping, one entry per request
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
+        self.hostile: dict[str, str] = {}  # path -> "endless", "huge" or "trickle"
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
@@ -49,6 +50,9 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
             site.requests.append((self.path, self.headers.get("Range")))
+            if self.path in site.hostile:
+                self.misbehave(site.hostile[self.path])
+                return
             data = site.files.get(self.path)
             if data is None:
                 self.send_error(404)
@@ -74,6 +78,21 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
             if len(body) < len(data) - start:  # drop the connection mid-file
                 self.connection.shutdown(socket.SHUT_RDWR)
+
+        def misbehave(self, mode: str) -> None:
+            """endless: no length, bytes for ever; huge: announces 1 TB; trickle: one byte at a time."""
+            self.send_response(200)
+            if mode == "huge":
+                self.send_header("Content-Length", str(10**12))
+            self.end_headers()
+            try:
+                for _ in range(10**6):
+                    self.wfile.write(b"[" * 65536 if mode != "trickle" else b"[")
+                    self.wfile.flush()
+                    if mode == "trickle":
+                        threading.Event().wait(0.05)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+                pass
 
     return Handler
 
@@ -185,3 +204,57 @@ def test_closed_port_is_one_clear_line(tmp_path: Path, capsys) -> None:
     assert code == 2 and out == "" and len(errors) == 1
     assert f"connection refused by 127.0.0.1:{port}; check the network" in errors[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# -------------------------------------------------------------------------------- every download is bounded
+@pytest.mark.parametrize("mode", ["endless", "huge"])
+def test_a_response_larger_than_the_file_can_be_is_cut_and_removed(
+    site, tmp_path: Path, capsys, mode
+) -> None:
+    served, base = site
+    path = OPTIONS_URL_PATH if mode == "endless" else WEIGHTS_URL_PATH
+    served.hostile[path] = mode
+    code, out, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    limit = SMALL.max_bytes(SMALL.options if mode == "endless" else SMALL.weights)
+    assert code == 2 and out == "" and len(errors) == 1 and "this file can be; refused" in errors[0]
+    assert ("announces 1,000,000,000,000 bytes" if mode == "huge" else "sent more than") in errors[0]
+    assert f"{limit:,} this file" in errors[0]
+    name = SMALL.options.name if mode == "endless" else SMALL.weights.name
+    assert not (tmp_path / name).exists() and not (tmp_path / (name + ".part")).exists()
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) < 1 << 20  # the options, at most
+
+
+def test_a_trickling_server_is_given_up(site, tmp_path: Path, capsys, monkeypatch) -> None:
+    served, base = site
+    served.hostile[OPTIONS_URL_PATH] = "trickle"
+    monkeypatch.setattr(download, "GRACE_S", 0.5)  # 30 s in use; the rule is the same
+    code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    assert code == 2 and "slower than 16 KiB/s" in err and "run the same command again to resume" in err
+
+
+def test_a_part_file_that_is_a_link_is_not_followed(site, tmp_path: Path, capsys) -> None:
+    _, base = site
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the download's")
+    folder = tmp_path / "elmo"
+    folder.mkdir()
+    (folder / (SMALL.options.name + ".part")).symlink_to(outside)
+    code, _, err = run(capsys, "--output", str(folder), "--base-url", base)
+    assert (
+        code == 2 and "not a regular file (a symlink" in err and outside.read_text() == "not the download's"
+    )
+
+
+def test_a_deeply_nested_options_file_is_one_line(site, tmp_path: Path, capsys) -> None:
+    served, base = site
+    served.files[OPTIONS_URL_PATH] = b"[" * 30_000 + b"]" * 30_000  # 60 KB: within the size cap
+    served.etags[OPTIONS_URL_PATH] = ""
+    code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert (
+        code == 2
+        and len(errors) == 1
+        and "nested deeper than" in errors[0]
+        and "refused and removed" in errors[0]
+    )
