@@ -21,6 +21,8 @@ class NerAppError(ValueError):
 
 # errno values of a write that failed for want of space (EFBIG: a file-size limit).
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# errno values of a path the user gave that cannot be used as one (the OS names the path in the message).
+BAD_PATH = {errno.ELOOP, errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTDIR}
 
 # Exit code of every command for bad input (argparse uses the same code for bad arguments).
 USER_ERROR_EXIT = 2
@@ -80,6 +82,9 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT
     except OSError as err:
+        if err.errno in BAD_PATH:  # a symlink loop, a name too long, a file where a folder is needed
+            print(f"error: {err}", file=sys.stderr)
+            return USER_ERROR_EXIT
         if err.errno not in DISK_FULL:
             raise
         # A full disk is the machine's state, not a bug: every write is atomic, so nothing half-written is left.

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -108,6 +109,19 @@ def _datasets(f: h5py.File) -> set[str]:
     return names
 
 
+@contextmanager
+def _hdf5_errors(path: Path) -> Iterator[None]:
+    """h5py's own errors inside a file it opened (a flipped byte in a heap or a B-tree) as one line."""
+    try:
+        yield
+    except NerAppError:
+        raise
+    except (RuntimeError, OSError, KeyError, ValueError, TypeError, IndexError) as err:
+        raise WeightFileError(
+            f"{path}: corrupt HDF5 content ({type(err).__name__}: {str(err)[:80]})"
+        ) from None
+
+
 def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Fill ``bilm`` from a weights hdf5 in the public ELMo layout, checking every dataset first."""
     path = Path(weights_path)
@@ -119,7 +133,7 @@ def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
         raise WeightFileError(
             f"{path}: not an HDF5 file (expected ELMo weights in hdf5 format): {err}"
         ) from None
-    with f:
+    with f, _hdf5_errors(path):
         layout = list(_layout(bilm))
         expected = {name for name, *_ in layout}
         extra = sorted(n for n in _datasets(f) - expected if not n.startswith("softmax/"))
@@ -166,7 +180,7 @@ def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
         f = h5py.File(path, "r")
     except (OSError, IsADirectoryError):
         return  # load_weights reports an unreadable file
-    with f:
+    with f, _hdf5_errors(path):
         cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell"
         wp = f"{cell.format(0)}/W_P_0"
         checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim, None),

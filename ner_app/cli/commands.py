@@ -146,13 +146,16 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    import os
+
     from ner_app.report.compare import group_runs, read_run
     from ner_app.report.compare_tables import compare_tables, markdown
 
     runs, seen = [], set()
     for folder in args.runs:
-        if Path(folder).resolve() not in seen:  # a folder named twice (overlapping globs) counts once
-            seen.add(Path(folder).resolve())
+        real = os.path.realpath(folder)  # (Path.resolve raises on a symlink loop; read_run names it)
+        if real not in seen:  # a folder named twice (overlapping globs) counts once
+            seen.add(real)
             runs.append(read_run(folder))
     groups = group_runs(runs)
     tables = compare_tables(groups)
@@ -218,6 +221,8 @@ def _bilm_perplexity(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from ner_app.report import write_report
 
+    if not Path(args.run_dir).is_dir():  # also a symlink loop, which resolve() would raise on
+        raise NerAppError(f"{args.run_dir}: not a folder (expected a run folder written by train.py)")
     out = write_report(args.run_dir, args.output)
     print(f"wrote {out}", file=sys.stderr)
     return 0

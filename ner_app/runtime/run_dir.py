@@ -46,6 +46,8 @@ class RunFolderError(NerAppError):
 @contextmanager
 def locked_run_folder(run_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``run_dir`` (flock: released by the OS when the process dies, even by kill -9)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"output_dir {run_dir} is a file, expected a folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / LOCK, "a+b") as handle:
         try:

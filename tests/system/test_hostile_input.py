@@ -492,3 +492,39 @@ def test_device_cuda_without_cuda_is_one_line(tmp_path: Path, capsys, command: s
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--device cuda: torch" in err[0] and "use --device cpu" in err[0]
+
+
+def test_a_symlink_loop_as_run_folder_is_one_line(tmp_path: Path, capsys) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for args in (["report", str(loop)], ["compare", str(loop)]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and "loop" in err[0]
+
+
+def test_output_dir_naming_a_file_is_one_line_and_the_file_stays(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "results.txt"
+    target.write_text("a user's file")
+    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={target}", "trainer.max_epochs=1"]
+    assert train.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: output_dir {target} is a file, expected a folder"
+    assert target.read_text() == "a user's file"
+
+
+def test_any_flipped_byte_in_a_weight_file_loads_or_is_one_error(tmp_path: Path) -> None:
+    """Brute force over the hdf5's structure (superblock, object headers, heaps, B-trees: its first 4 KiB and
+    every 97th byte after): h5py's own errors never escape as a traceback."""
+    good = (TINY_BILM / "weights.hdf5").read_bytes()
+    path = tmp_path / "weights.hdf5"
+    positions = [*range(0, min(len(good), 4096), 7), *range(4096, len(good), 97)]
+    outcomes = {"loaded": 0, "refused": 0}
+    for position in positions:
+        path.write_bytes(good[:position] + bytes([good[position] ^ 0xFF]) + good[position + 1 :])
+        try:
+            load_bilm(TINY_BILM / "options.json", path)
+            outcomes["loaded"] += 1
+        except NerAppError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == len(positions)
