@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,8 @@ from ner_app.errors import MissingFileError, NerAppError
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, detect_scheme, is_tag, normalize_scheme, split_tag
 
+log = logging.getLogger("ner_app")
+MANY_TYPES = 50  # CoNLL-2003 has 4 entity types, OntoNotes 18: far more suggests a wrong tag column
 SPLITS = ("train", "dev", "test")  # the one name of each split; the dev file is valid.txt
 EVALUATED = SPLITS[1:]  # the splits a run reports on (metrics.json, reports, predictions)
 _FILE_SPLITS = {"train": "train", "dev": "valid", "test": "test"}  # split -> name of its file and loader key
@@ -67,6 +70,12 @@ def load_corpus(
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
             raise NerAppError(f"{name} has tags whose entity types never occur in train: {sorted(unseen)}")
+    if (
+        len(types) > MANY_TYPES
+    ):  # a CRF's work grows with the square of its tags: 10,000 types take minutes a batch
+        tags = 1 + len(types) * (4 if scheme == "BIOES" else 2)
+        log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
+                    "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
     return Corpus(splits, scheme, source_scheme)
 
 

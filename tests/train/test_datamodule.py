@@ -361,3 +361,20 @@ def test_real_conll2003() -> None:
         ):
             predictions[i] = tags
     assert dm.spec.to_source_scheme(predictions) == valid.source_tags
+
+
+def test_an_unusual_number_of_entity_types_is_named_in_a_warning(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from ner_app.train.corpus import load_corpus
+
+    rows = "\n\n".join(f"w{i} B-T{i}" for i in range(60)) + "\n"
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text(rows)
+    with caplog.at_level(logging.WARNING, logger="ner_app"):
+        load_corpus(str(tmp_path), None, "BIOES")
+    assert "train has 60 entity types (241 tags, a 241 x 241 CRF)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ner_app"):
+        load_corpus(str(Path(__file__).resolve().parents[1] / "data" / "tiny_conll"), None, "BIOES")
+    assert "entity types" not in caplog.text
