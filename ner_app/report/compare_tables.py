@@ -54,10 +54,29 @@ def per_type_table(groups: Sequence[Group], split: str) -> Table:
     )
 
 
+MAX_ALL_PAIRS = 12  # groups compared two by two; with more, each group against the first (500 -> 499 rows)
+
+
+def pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
+    """Every two groups, or, beyond ``MAX_ALL_PAIRS`` groups, each group with the first: the quadratic table of
+    hundreds of configs would be tens of MB that nobody reads."""
+    if len(groups) <= MAX_ALL_PAIRS:
+        return list(combinations(groups, 2))
+    return [(groups[0], g) for g in groups[1:]]
+
+
+def _each_against(groups: Sequence[Group]) -> str:
+    return (
+        ""
+        if len(groups) <= MAX_ALL_PAIRS
+        else f" (more than {MAX_ALL_PAIRS} configs: each against the first)"
+    )
+
+
 def paired_table(groups: Sequence[Group]) -> Table | None:
     """For every two groups that ran some seed both: mean ± std over shared seeds of (F1 of B − F1 of A)."""
     rows = []
-    for a, b in combinations(groups, 2):
+    for a, b in pairs(groups):
         seeds, _ = paired_differences(a, b, "dev")
         if seeds:
             summaries = [Summary.of(paired_differences(a, b, s)[1]) for s in EVALUATED]
@@ -67,7 +86,7 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
         return None
     return Table(
         "Paired by seed: B − A in F1 points, mean ± sample std of the per-seed differences, and the 95% "
-        "confidence interval of their mean (Student's t)",
+        f"confidence interval of their mean (Student's t){_each_against(groups)}",
         ("A", "B", "shared seeds", "dev ΔF1", "test ΔF1", "dev 95% CI", "test 95% CI"),
         tuple(rows),
         (False, False, False, True, True, True, True),
@@ -77,7 +96,7 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
 def per_seed_table(groups: Sequence[Group]) -> Table | None:
     """Each shared seed's difference (F1 of B − F1 of A), the numbers behind the paired table."""
     rows = []
-    for a, b in combinations(groups, 2):
+    for a, b in pairs(groups):
         seeds, dev = paired_differences(a, b, "dev")
         _, test = paired_differences(a, b, "test")
         rows += [
@@ -87,7 +106,7 @@ def per_seed_table(groups: Sequence[Group]) -> Table | None:
     if not rows:
         return None
     return Table(
-        "Paired by seed, each seed: B − A in F1 points",
+        f"Paired by seed, each seed: B − A in F1 points{_each_against(groups)}",
         ("A", "B", "seed", "dev ΔF1", "test ΔF1"),
         tuple(rows),
         (False, False, True, True, True),
@@ -105,7 +124,7 @@ def mix_table(groups: Sequence[Group]) -> Table | None:
                 _three(Summary.of([m.softmax_w[j] for m in mixes])) if j < len(mixes[0].softmax_w) else "–"
                 for j in range(layers)
             ]
-            name = g.name if count == 1 else f"{g.name} (mix {k})"
+            name = g.name if count == 1 else f"{g.name} ({mixes[0].place(k)} mix)"
             rows.append((name, str(len(mixes)), *cells, _three(Summary.of([m.gamma for m in mixes]))))
     if not rows:
         return None

@@ -417,3 +417,22 @@ def test_every_recorded_run_reads_and_writes_back_unchanged(tmp_path):
         metrics = RunMetrics.read(path)
         assert metrics.to_json() == json.loads(path.read_text())
         assert metrics.write(tmp_path / "metrics.json").read_bytes() == path.read_bytes(), path
+
+
+def test_many_configs_are_each_paired_with_the_first_not_with_every_other():
+    """500 configs would be 124,750 pairs (tens of MB of table); beyond 12, each is paired with the first."""
+    from ner_app.report.compare import Group, Run
+    from ner_app.report.compare_tables import MAX_ALL_PAIRS, paired_table, per_seed_table
+
+    def group(k: int, n_runs: int = 2) -> Group:
+        runs = tuple(Run(Path(f"g{k}s{s}"), s, (("optim.lr", k),), None, {"dev": 90.0 + k + s, "test": 88.0 + k},
+                         {"dev": {}, "test": {}}) for s in range(1, n_runs + 1))  # fmt: skip
+        return Group(f"lr={k}", runs)
+
+    few = [group(k) for k in range(3)]
+    assert len(paired_table(few).rows) == 3 and "each against the first" not in paired_table(few).title
+    many = [group(k) for k in range(MAX_ALL_PAIRS + 3)]
+    table = paired_table(many)
+    assert len(table.rows) == len(many) - 1 and "each against the first" in table.title
+    assert {row[0] for row in table.rows} == {"lr=0"}
+    assert len(per_seed_table(many).rows) == 2 * (len(many) - 1)
