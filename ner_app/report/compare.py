@@ -96,18 +96,15 @@ class Summary:
 
 def _data_fingerprint(run_dir: Path) -> str | None:
     """The data fingerprint stamped in the run's checkpoint (memory-mapped: the weights are not read)."""
-    import torch
+    from ner_app.runtime.checkpoint import load_checkpoint  # torch: only where a checkpoint is there
 
     for name in ("last.ckpt", "best.ckpt"):
         path = run_dir / "checkpoints" / name
         if path.is_file():
             try:
-                checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except Exception as err:  # any failure of a file we did not write is the file's, not ours
-                raise CompareError(
-                    f"{path}: not a readable checkpoint ({type(err).__name__}); "
-                    "it is read for the run's data fingerprint"
-                ) from None
+                checkpoint = load_checkpoint(path, mmap=True)
+            except NerAppError as err:
+                raise CompareError(f"{err}; it is read for the run's data fingerprint") from None
             identity = checkpoint.get(IDENTITY_KEY) if isinstance(checkpoint, dict) else None
             data = identity.get("data") if isinstance(identity, dict) else None
             return data if isinstance(data, str) else None

@@ -20,13 +20,14 @@ class CheckpointError(NerAppError):
     """A checkpoint that is refused: unreadable, truncated, or holding more than tensors and plain data."""
 
 
-def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    """The checkpoint at ``path`` as plain data; anything that would need unpickling code is refused."""
+def load_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """The checkpoint at ``path`` as plain data; anything that would need unpickling code is refused.
+    ``mmap``: tensors are mapped, not read (for a look at the checkpoint's metadata)."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path}: is a folder, expected a checkpoint file")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except (FileNotFoundError, PermissionError):
         raise
     except pickle.UnpicklingError as err:  # weights_only refused a global: a payload or a foreign object
