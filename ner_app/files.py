@@ -174,3 +174,18 @@ def read_json(
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return value
+
+
+def check_free_space(path: str | Path, needed: int) -> None:
+    """Refuse before writing ``path`` when its disk has less than ``needed`` bytes free: a write that fails
+    inside HDF5 floods stderr and can crash the process on the way out, so hdf5 writers ask first."""
+    folder = Path(path).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    stat = os.statvfs(folder)
+    free = stat.f_bavail * stat.f_frsize
+    if free < needed:
+        raise OSError(
+            errno.ENOSPC,
+            f"needs about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB free on its disk",
+            str(path),
+        )

@@ -21,7 +21,7 @@ from ner_app.bilm.document import (
     stream_layers,
 )
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_path
+from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar, track
 
 Precision = Literal["fp32", "bf16"]
@@ -65,6 +65,11 @@ def line_documents(sentences: list[list[str]]) -> list[range]:
     return documents
 
 
+def hdf5_size(floats_per_dataset: list[int]) -> int:
+    """An upper bound of an hdf5 file's bytes for these float32 datasets (HDF5 adds under 1 KB each)."""
+    return sum(4 * n + 1024 for n in floats_per_dataset) + (1 << 16)
+
+
 @torch.inference_mode()
 def embed_file(
     bilm: BidirectionalLM,
@@ -85,6 +90,7 @@ def embed_file(
     autocast (faster on CPUs with AMX, not bit-exact; the file stays float32). Returns the count.
     """
     sentences = read_sentences(input_path)
+    check_free_space(output_path, hdf5_size([bilm.num_layers * len(s) * bilm.output_dim for s in sentences]))
     bilm = bilm.to(device).eval()
     if context == "document":
         if bilm.stateful:

@@ -19,8 +19,8 @@ from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import MAX_POSITIONS, ContextMode, document_contexts, stream_batches, stream_layers
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_path
-from ner_app.serve.embed import length_batches, line_documents, read_sentences
+from ner_app.files import atomic_path, check_free_space
+from ner_app.serve.embed import hdf5_size, length_batches, line_documents, read_sentences
 from ner_app.serve.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 
 
@@ -86,6 +86,8 @@ def embed_outputs_file(
     """Write ``names`` of every input line (one per line, tokens split on single spaces, as ``embed`` reads
     them) to ``output_path``. Returns the number of lines."""
     sentences = read_sentences(input_path)
+    widest = (bilm.num_layers + 1) * bilm.output_dim  # every named output of a token, at most
+    check_free_space(output_path, hdf5_size([len(names) * widest * max(len(s), 1) for s in sentences]))
     bilm = bilm.to(device).eval()
     mix = mix.to(device)
     if context == "document" and bilm.stateful:

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
@@ -528,3 +529,39 @@ def test_any_flipped_byte_in_a_weight_file_loads_or_is_one_error(tmp_path: Path)
         except NerAppError:
             outcomes["refused"] += 1
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == len(positions)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB filesystem (tmpfs), where the machine lets this process mount one; skipped otherwise."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(
+            f"cannot mount a small filesystem here ({done.stderr.decode(errors='replace').strip()[:80]})"
+        )
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("layout", ["layers", "outputs"])
+def test_embed_onto_a_full_disk_is_one_line_and_leaves_nothing(
+    small_disk: Path, tmp_path: Path, capsys, layout
+):
+    """HDF5 on a full disk floods stderr and crashed the process; embed measures the disk first."""
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"w{i} x{i} y z {i} .\\n" for i in range(300)))
+    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
+            "--input", str(text), "--output", str(small_disk / "layers.hdf5"),
+            *(["--outputs", "all"] if layout == "outputs" else [])]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write (needs about" in err[0] and "MB free on its disk" in err[0]
+    assert list(small_disk.iterdir()) == []
+    (text).write_text("a b\\n")  # a small output fits: the check refuses only what cannot fit
+    assert main([*args[:6], str(text), *args[7:]]) == 0 and (small_disk / "layers.hdf5").is_file()
