@@ -50,11 +50,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(
-            tmp, 0o666 & ~_umask()
-        )  # mkstemp makes the file private; give it a normal file's permissions
+        # mkstemp makes the file private; give it a normal file's permissions
+        os.chmod(tmp, 0o666 & ~_umask())
         _fsync(Path(tmp))
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None:  # a failed write() names no file: name the one the user asked for
+            err.filename = str(path)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 import zipfile
 from pathlib import Path
@@ -55,8 +56,10 @@ class SafeCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options")
+        buffer = io.BytesIO()  # serialised in memory, written with plain file I/O: a full disk is then an
+        torch.save(checkpoint, buffer)  # OSError from write(), where torch.save to a file raises RuntimeError
         with atomic_path(path) as tmp:
-            torch.save(checkpoint, tmp)
+            tmp.write_bytes(buffer.getbuffer())
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
         return load_checkpoint(path, map_location=map_location if map_location is not None else "cpu")

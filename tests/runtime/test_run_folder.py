@@ -21,11 +21,12 @@ def test_a_checkpoint_cut_short_by_a_full_disk_leaves_nothing(tmp_path: Path, mo
     SafeCheckpointIO().save_checkpoint({"step": 1}, path)
     before = path.read_bytes()
 
-    def half_then_full(obj, target) -> None:
-        Path(target).write_bytes(b"half a checkpoint")
-        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+    def half_then_full(self: Path, data) -> int:
+        with open(self, "wb") as f:
+            f.write(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
 
-    monkeypatch.setattr(checkpoint_module.torch, "save", half_then_full)
+    monkeypatch.setattr(checkpoint_module.Path, "write_bytes", half_then_full)
     with pytest.raises(OSError) as err:
         SafeCheckpointIO().save_checkpoint({"step": 2}, path)
     assert Path(err.value.filename).parent == path.parent  # the error names a file of the run folder
