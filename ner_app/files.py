@@ -7,11 +7,13 @@ a half-written file under its final name, and on any error the temporary file or
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,22 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+STALE_AFTER_S = 60.0  # a temporary file untouched this long belongs to a writer that is gone
+
+
+def _sweep_stale(target: Path) -> None:
+    """Remove what a killed writer of ``target`` left beside it (``.NAME.*.tmp`` files and folders, an
+    export's ``.NAME.old-PID``) once untouched for ``STALE_AFTER_S``: a live writer keeps its file fresh."""
+    now = time.time()
+    for path in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        stale = path.name.endswith(".tmp") or ".old-" in path.name
+        try:
+            if stale and not path.is_symlink() and now - path.lstat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        except FileNotFoundError:  # another process swept it first
+            pass
+
+
 def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
@@ -46,6 +64,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -114,6 +133,7 @@ def atomic_folder(target: Path) -> Iterator[Path]:
     removed and ``target`` is left as it was. A full disk is one clear error. Callers check with
     ``refuse_foreign`` first that ``target`` is theirs to replace."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(target)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
     try:
         try:

@@ -581,3 +581,42 @@ def test_training_onto_a_full_disk_leaves_no_truncated_checkpoint(small_disk: Pa
     assert not [p for p in left if p.name.endswith(".tmp")]
     for path in left:
         torch.load(path, weights_only=True)  # whole, or absent
+
+
+def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_path: Path, monkeypatch) -> None:
+    """kill -9 during the hdf5 write leaves ``.layers.hdf5.*.tmp``; the next write of the same file removes it
+    (once untouched for ``STALE_AFTER_S``; a live writer keeps its file fresh) and writes the whole output."""
+    from ner_app import files
+
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"w{i} x{i % 97} y z {i} .\n" for i in range(20_000)))
+    out = tmp_path / "out" / "layers.hdf5"
+    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
+            "--input", str(text), "--output", str(out), "--threads", "1"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "ner_app", *args], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.parent.glob(".layers.hdf5.*.tmp")):
+        time.sleep(0.05)
+    time.sleep(0.3)  # inside the write
+    process.kill()
+    process.wait()
+    left = list(out.parent.glob(".layers.hdf5.*.tmp"))
+    assert left and not out.exists()
+    monkeypatch.setattr(files, "STALE_AFTER_S", 0.0)
+    assert main(args) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["layers.hdf5"]
+    with h5py.File(out, "r") as f:
+        assert len(f) == 20_000
+
+
+def test_an_export_left_half_written_by_a_killed_run_is_swept(trained, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    half = tmp_path / ".export.k7x.tmp"
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"half")
+    fresh = tmp_path / ".export.live.tmp"  # a writer still at work: touched just now, kept
+    fresh.mkdir()
+    os.utime(half, (time.time() - 3600, time.time() - 3600))
+    assert main(["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(out)]) == 0
+    assert not half.exists() and fresh.exists() and (out / "tagger.json").is_file()
