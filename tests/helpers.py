@@ -3,14 +3,21 @@ grammar for pretraining runs. Fixtures live in conftest.py; no test file imports
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from ner_app.bilm.options import BilmOptions
+from ner_app.cli.commands import main
+from ner_app.tagger.integrity import integrity_record
 
 REPO = Path(__file__).resolve().parents[1]  # the repository root
 SHARED = Path(os.environ.get("NER_SHARED", REPO.parent / "shared"))
@@ -68,3 +75,59 @@ def tiny_overrides(tmp_path: Path, corpus: Path, heldout: list[Path], steps: int
         f"train.max_steps={steps}", "train.batch_size=16", "train.unroll_steps=10", "train.n_negative_samples=8",
         "train.lr=0.02", "train.val_every_n_steps=50",
     ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- hostile input (tests/system/hostile/)
+TINY = REPO / "tests" / "data" / "tiny_conll"
+TINY_BILM = REPO / "tests" / "data" / "tiny_bilm"
+ROOT = REPO
+
+
+def train_args(run: Path, *extra: str) -> list[str]:
+    return ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
+            f"elmo.options={TINY_BILM / 'options.json'}", f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
+            "elmo.cache_dir=null", "trainer.max_epochs=2", "trainer.threads=1", *extra]  # fmt: skip
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str], *parts: str) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1, err
+    for part in parts:
+        assert part in err[0], err[0]
+    return err[0]
+
+
+def copy_export(trained: Path, tmp_path: Path) -> Path:
+    export = tmp_path / "export"
+    shutil.copytree(trained / "export", export)
+    return export
+
+
+def rewrite_spec(export: Path, edit, recompute: bool) -> None:  # noqa: ANN001
+    spec = json.loads((export / "tagger.json").read_text())
+    edit(spec)
+    if recompute:  # a careful forger: the checksums are recomputed, so only the deeper checks can refuse it
+        spec["integrity"] = integrity_record(spec, export / "model.safetensors")
+    (export / "tagger.json").write_text(json.dumps(spec))
+
+
+def predict_bytes(monkeypatch, capsys, export: Path, data: bytes, *extra: str) -> tuple[int, list[str], str]:  # noqa: ANN001
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    code = main(["predict", "--model", str(export), "--input", "-", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+def run_with_file_limit(limit: int, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", DISK_LIMIT.format(limit=limit), *args], capture_output=True,
+                          text=True, env=env, timeout=300)  # fmt: skip
+
+
+DISK_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+from ner_app.cli.commands import main
+sys.exit(main(sys.argv[1:]))
+"""

@@ -44,7 +44,7 @@ def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cach
     assert train.main([*train_args(parts, cache, tiny_bilm_files, "trainer.max_epochs=7"), "--resume"]) == 0
     assert_same_weights(final_state(whole), final_state(parts))
     # The per-step losses of the resumed epochs are those of the uninterrupted run, and the log keeps the rows
-    # from before the stop (defect 4).
+    # from before the stop.
     rows = [(p / "logs" / "metrics.csv").read_text().splitlines() for p in (whole, parts)]
     loss = [[r for r in log if r.count(",") and "train_loss" not in r] for log in rows]
     assert len(loss[0]) == len(loss[1])

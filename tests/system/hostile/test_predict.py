@@ -1,0 +1,50 @@
+"""Hostile and careless input to predict's input: text lines, bytes, numbers, folders: each case ends in one clear ``error:``
+line with exit code 2, or is refused, never run, allocated or misleading (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ner_app.cli.commands import main
+from tests.helpers import (
+    TINY,
+    one_error_line,
+    predict_bytes,
+)
+
+
+def test_predict_lines_stay_one_to_one(trained, monkeypatch, capsys):
+    text = ["Alice\rBob flew to Paris", "Berlin\x0bis big\x1c ok", "", "end\u2028line\x85x", "Bob"]
+    data = ("\n".join(text) + "\r\n").encode()
+    code, out, _ = predict_bytes(monkeypatch, capsys, trained / "export", data, "--threads", "1")
+    assert code == 0 and len(out) == len(text)
+    for line, obj in zip(text, map(json.loads, out), strict=True):
+        assert obj["text"] == line
+        assert all(line[e["start"] : e["end"]] == e["text"] for e in obj["entities"])
+
+
+def test_predict_invalid_utf8_names_the_line(trained, monkeypatch, capsys):
+    code, out, err = predict_bytes(monkeypatch, capsys, trained / "export", b"Paris\nBer\xfflin\nok\n")
+    assert code == 2
+    assert not any("Ber" in line for line in out)  # nothing garbled is echoed
+    assert (
+        err.strip()
+        == "error: <stdin>:2: byte 4 (0xff) is not UTF-8; convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+    )
+
+
+@pytest.mark.parametrize("argument", ["--batch-size", "--threads"])
+def test_predict_bad_numbers_name_the_option(trained, capsys, argument):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--model", str(trained / "export"), "--input", "-", argument, "0"])
+    assert exit_.value.code == 2
+    assert f"argument {argument}: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_predict_folder_as_input_is_one_line(trained, tmp_path, capsys):
+    assert main(["predict", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
+    one_error_line(capsys, "is a folder")
+    assert main(["predict", "--model", str(TINY / "train.txt"), "--input", str(tmp_path)]) == 2
+    one_error_line(capsys, "not a folder")

@@ -1,0 +1,245 @@
+"""Hostile and careless input to train.py / pretrain-bilm input: configs, data files, run folders, checkpoints, a full disk: each case ends in one clear ``error:``
+line with exit code 2, or is refused, never run, allocated or misleading (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from ner_app.cli.commands import main
+from ner_app.config.load import ConfigError, load_config
+from ner_app.runtime.run_dir import locked_run_folder
+from ner_app.text.conll import ConllFormatError, read_conll
+from tests.helpers import (
+    ROOT,
+    TINY,
+    TINY_BILM,
+    one_error_line,
+    run_with_file_limit,
+    train_args,
+)
+
+
+class Payload:
+    """Unpickling this creates a file: proof that code from a checkpoint ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain", "export"])
+def test_crafted_checkpoint_never_runs(tmp_path, trained, monkeypatch, capsys, command):
+    monkeypatch.setenv(
+        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1"
+    )  # the common workaround must not open the door
+    marker = tmp_path / "pwned"
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    crafted = run / "checkpoints" / "last.ckpt"
+    good = torch.load(crafted, weights_only=True)
+    torch.save({**good, "payload": Payload(marker)}, crafted)
+    if command == "train":
+        code = train.main([*train_args(run), "--resume"])
+    elif command == "pretrain":
+        config = ROOT / "configs" / "bilm_tiny.yaml"
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("a b c d e f g h\n" * 40)
+        code = main(["pretrain-bilm", "--config", str(config), "--resume", f"output_dir={run}",
+                     f"data.train={corpus}", "data.heldout=[]"])  # fmt: skip
+    else:
+        code = main(["export", "--checkpoint", str(crafted), "--output", str(tmp_path / "out")])
+    assert code == 2
+    assert not marker.exists()
+    one_error_line(capsys, str(crafted), "never unpickled")
+
+
+def test_truncated_checkpoint_is_one_line(tmp_path, trained, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])
+    assert train.main([*train_args(run), "--resume"]) == 2
+    one_error_line(capsys, str(last), "not a readable checkpoint")
+
+
+def test_fresh_run_into_a_used_folder_is_refused(tmp_path, trained, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert train.main(train_args(run)) == 2
+    one_error_line(capsys, "is not empty", "--resume")
+    assert not (run / "checkpoints" / "last-v1.ckpt").exists()
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("my notes")
+    assert train.main(train_args(other)) == 2
+    one_error_line(capsys, "notes.txt")
+
+
+def test_resume_under_another_config_or_data_is_refused(tmp_path, trained, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert train.main([*train_args(run, "model.lstm_hidden=8"), "--resume"]) == 2
+    one_error_line(capsys, "another config", "model.lstm_hidden: 16 -> 8")
+    data = tmp_path / "data"
+    shutil.copytree(TINY, data)
+    with open(data / "train.txt", "a") as f:
+        f.write("\nExtra O\n")
+    assert train.main([*train_args(run, f"data.dir={data}"), "--resume"]) == 2
+    one_error_line(capsys, "another config", "data.dir")  # the same folder with other bytes: the next test
+
+
+def test_a_key_added_after_the_checkpoint_resumes_only_at_its_default(tmp_path):
+    """A checkpoint written before a config key existed is the same run while the key keeps its default
+    (what the older program did), and another run once the key is set to something else."""
+    from ner_app.config.load import TrainConfig, config_to_dict
+    from ner_app.runtime.run_dir import IDENTITY_KEY, RunFolderError, check_identity, run_identity
+
+    defaults = config_to_dict(TrainConfig())
+    identity = run_identity(config_to_dict(TrainConfig()), "data", defaults)
+    older = {"config": dict(identity["config"]), "data": "data"}
+    del older["config"]["elmo.context"]  # as written before document context existed
+    path = tmp_path / "last.ckpt"
+    check_identity({IDENTITY_KEY: older}, identity, path)
+    changed = TrainConfig()
+    changed.elmo.context = "document"
+    with pytest.raises(RunFolderError, match=r"another config \(elmo.context: None -> 'document'\)"):
+        check_identity({IDENTITY_KEY: older}, run_identity(config_to_dict(changed), "data", defaults), path)
+
+
+def test_resume_on_changed_data_files_is_refused(tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(TINY, data)
+    run = tmp_path / "run"
+    assert train.main(train_args(run, f"data.dir={data}", "trainer.max_epochs=1")) == 0
+    capsys.readouterr()
+    with open(data / "train.txt", "a") as f:
+        f.write("\nExtra O\n")
+    assert train.main([*train_args(run, f"data.dir={data}"), "--resume"]) == 2
+    one_error_line(capsys, "other data")
+
+
+def test_second_run_in_a_locked_folder_stops(tmp_path, capsys):
+    run = tmp_path / "run"
+    with locked_run_folder(run):  # a real flock on run/.lock, as a running train.py holds it
+        assert train.main(train_args(run)) == 2
+    one_error_line(capsys, "another run is using this output_dir")
+    assert not (run / "metrics.json").exists()
+
+
+def test_infinite_learning_rate_is_a_config_error(tmp_path, capsys):
+    assert train.main(train_args(tmp_path / "run", "optim.lr=.inf")) == 2
+    one_error_line(capsys, "optim.lr", "finite")
+
+
+def test_diverging_training_stops_at_the_first_non_finite_step(tmp_path, capsys):
+    assert train.main(train_args(tmp_path / "run", "optim.lr=1e38", "optim.grad_clip=0")) == 2
+    one_error_line(capsys, "training stopped at step")
+    assert not (tmp_path / "run" / "export").exists()
+
+
+def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    (tmp_path / "bomb.yaml").write_text("\n".join([*lines, "seed: *a8"]) + "\n")
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="expands to .* more than"):
+        load_config(tmp_path / "bomb.yaml")
+    # Under the node bound, a nested value in a type error is quoted shortly, not expanded.
+    nested = (
+        "[&c [&b [&a [x, x, x, x, x, x, x, x], *a, *a, *a, *a, *a, *a, *a], *b, *b, *b, *b, *b], *c, *c, *c]"
+    )
+    (tmp_path / "small.yaml").write_text(f"seed: {nested}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "small.yaml")
+    assert "key 'seed': expected int" in str(err.value) and len(str(err.value)) < 300
+    assert time.perf_counter() - start < 5
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path, capsys):
+    (tmp_path / "dup.yaml").write_text("seed: 1\ntrainer:\n  max_epochs: 3\n  max_epochs: 4\n")
+    assert train.main(["--config", str(tmp_path / "dup.yaml")]) == 2
+    one_error_line(capsys, "dup.yaml:4", "duplicate key 'max_epochs'")
+
+
+def test_binary_or_folder_config_is_one_line(tmp_path, capsys):
+    (tmp_path / "bin.yaml").write_bytes(b"seed: 1\n\xff\xfe\x00")
+    assert train.main(["--config", str(tmp_path / "bin.yaml")]) == 2
+    one_error_line(capsys, "bin.yaml", "not a UTF-8")
+    assert train.main(["--config", str(tmp_path)]) == 2
+    one_error_line(capsys, "is a folder")
+    (tmp_path / "bom.yaml").write_bytes("\ufeffseed: 3\n".encode())
+    assert load_config(tmp_path / "bom.yaml").seed == 3
+
+
+def test_bom_before_docstart_is_not_a_sentence(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeff-DOCSTART- -X- O O\n\nEU B-ORG\nrejects O\n".encode())
+    sentences = read_conll(path)
+    assert [s.tokens for s in sentences] == [["EU", "rejects"]]
+
+
+@pytest.mark.parametrize("override", ["data.max_sentences=-1", "trainer.patience=-1", "trainer.max_epochs=0",
+                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5"])  # fmt: skip
+def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
+    assert train.main(train_args(tmp_path / "run", override)) == 2
+    one_error_line(capsys, f"'{override.split('=')[0]}'")
+    assert not (tmp_path / "run").exists()
+
+
+def test_checkpoint_folder_given_as_file_is_one_line(tmp_path, capsys):
+    assert main(["export", "--checkpoint", str(tmp_path), "--output", str(tmp_path / "out")]) == 2
+    one_error_line(capsys, "is a folder")
+
+
+def test_cr_only_line_endings_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"EU I-ORG\rrejects O\r\rGerman I-MISC\r")
+    with pytest.raises(ConllFormatError, match="lines end with CR alone"):
+        read_conll(path)
+
+
+def test_output_dir_naming_a_file_is_one_line_and_the_file_stays(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "results.txt"
+    target.write_text("a user's file")
+    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={target}", "trainer.max_epochs=1"]
+    assert train.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: output_dir {target} is a file, expected a folder"
+    assert target.read_text() == "a user's file"
+
+
+def test_training_onto_a_full_disk_leaves_no_truncated_checkpoint(small_disk: Path, capsys):
+    """The disk fills while checkpoints and the export are written: one line, and every checkpoint left under
+    its name is whole (each was fsynced beside its name and renamed only once complete)."""
+    run = small_disk / "run"
+    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", "elmo.cache_dir=null",
+            f"data.dir={ROOT / 'tests/data/tiny_conll'}", f"elmo.options={TINY_BILM / 'options.json'}",
+            f"elmo.weights={TINY_BILM / 'weights.hdf5'}", "trainer.max_epochs=3", "trainer.threads=1"]  # fmt: skip
+    assert train.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "cannot write" in err[-1] and str(small_disk) in err[-1]
+    left = sorted((run / "checkpoints").glob("*")) if (run / "checkpoints").is_dir() else []
+    assert not [p for p in left if p.name.endswith(".tmp")]
+    for path in left:
+        torch.load(path, weights_only=True)  # whole, or absent
+
+
+def test_cache_fill_on_a_full_disk_is_one_line(tmp_path):
+    conll = tmp_path / "data"
+    conll.mkdir()
+    for split in ("train", "valid", "test"):  # distinct sentences: the cache stores each once, ~130 kB in all
+        sentences = ["".join(f"{split}{k}w{i} O\n" for i in range(30)) for k in range(20)]
+        (conll / f"{split}.txt").write_text("EU B-ORG\n\n" + "\n".join(sentences))
+    args = train_args(tmp_path / "run", f"data.dir={conll}", f"elmo.cache_dir={tmp_path / 'cache'}")
+    result = run_with_file_limit(20000, "train", *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert "cannot write the ELMo layer cache" in result.stderr.strip().splitlines()[-1]
