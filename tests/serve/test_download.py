@@ -41,6 +41,7 @@ class Site:
         self.cuts: dict[str, list[int]] = {}  # path -> bytes to send before dropping, one entry per request
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
         self.hostile: dict[str, str] = {}  # path -> "endless", "huge" or "trickle"
+        self.shift: dict[str, int] = {}  # path -> bytes a Range answer is off by (its header still says N-)
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
@@ -73,7 +74,10 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 self.send_header("ETag", site.etags[self.path])
             self.end_headers()
             cuts = site.cuts.get(self.path)
-            body = data[start : start + cuts.pop(0)] if cuts else data[start:]
+            begin = start + (site.shift.get(self.path, 0) if match else 0)
+            body = data[begin : begin + cuts.pop(0)] if cuts else data[begin:]
+            if begin != start and not cuts:  # shifted: still as many bytes as announced
+                body = body.ljust(len(data) - start, b"\0")
             self.wfile.write(body)
             self.wfile.flush()
             if len(body) < len(data) - start:  # drop the connection mid-file
@@ -258,3 +262,21 @@ def test_a_deeply_nested_options_file_is_one_line(site, tmp_path: Path, capsys) 
         and "nested deeper than" in errors[0]
         and "refused and removed" in errors[0]
     )
+
+
+def test_a_resumed_range_the_server_shifts_is_refused_and_the_next_run_recovers(site, tmp_path: Path, capsys):
+    """The server answers "bytes N-" with bytes from elsewhere: the .part is whole in size but corrupt; the
+    content check refuses it in one line and removes it, so the next run does not trip on it again."""
+    served, base = site
+    served.etags[WEIGHTS_URL_PATH] = ""  # no checksum: only the content check can tell
+    size = len(served.files[WEIGHTS_URL_PATH])
+    served.cuts[WEIGHTS_URL_PATH] = [size // 2]
+    served.shift[WEIGHTS_URL_PATH] = 4096
+    code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "refused and removed" in errors[0]
+    assert not list(tmp_path.glob("*.part")) and not (tmp_path / SMALL.weights.name).exists()
+    served.shift.clear()
+    code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    assert code == 0, err
+    assert (tmp_path / SMALL.weights.name).read_bytes() == served.files[WEIGHTS_URL_PATH]

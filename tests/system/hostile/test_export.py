@@ -110,3 +110,17 @@ def test_an_export_left_half_written_by_a_killed_run_is_swept(trained, tmp_path:
     os.utime(half, (time.time() - 3600, time.time() - 3600))
     assert main(["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(out)]) == 0
     assert not half.exists() and fresh.exists() and (out / "tagger.json").is_file()
+
+
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_deeply_nested_json_is_one_line(tmp_path, trained, capsys, depth):
+    """tagger.json and metrics.json nested 40 or 100,000 levels (a RecursionError inside json): one line."""
+    export = copy_export(trained, tmp_path)
+    (export / "tagger.json").write_text("[" * depth + "]" * depth)
+    with pytest.raises(NerAppError, match="nested deeper than 32 levels"):
+        load_export(export)
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "metrics.json").write_text('{"dev": ' + "[" * depth + "]" * depth + "}")
+    assert main(["compare", str(run)]) == 2
+    one_error_line(capsys, "metrics.json: JSON nested deeper than 32 levels")
