@@ -48,11 +48,11 @@ def failed(what: str, log: str) -> list[str]:
     return [what, "FAILED", (log.strip().splitlines() or [""])[-1][:120]]
 
 
-def train_one_epoch(config: str, out: Path) -> list[str]:
+def train_one_epoch(config: str, out: Path, overrides: list[str]) -> list[str]:
     code, seconds, log = run(
         [sys.executable, "-m", "ner_app", "train", "--config", f"configs/{config}", f"output_dir={out}",
          "trainer.max_epochs=1", "trainer.precision=bf16-mixed", "trainer.accelerator=gpu",
-         f"elmo.cache_dir={out.parent / 'cache'}", "trainer.enable_progress_bar=false"], timeout=240,
+         f"elmo.cache_dir={out.parent / 'cache'}", "trainer.enable_progress_bar=false", *overrides], timeout=240,
     )  # fmt: skip
     if code != 0:
         return failed(f"train {config} (1 epoch, bf16-mixed)", log)
@@ -79,6 +79,7 @@ def embed_speed() -> list[list[str]]:
 
     rows = []
     for batch in (64, 512):
+        torch.cuda.reset_peak_memory_stats()
         batches = [batch_to_ids(sentences[i : i + batch]).cuda() for i in range(0, len(sentences), batch)]
         passes = {
             "fp32": partial(embed_all, batches, None),
@@ -87,6 +88,7 @@ def embed_speed() -> list[list[str]]:
         for name, m in interleaved(passes, repeats=3).items():
             rows.append([f"biLM embed, batch {batch}, {name}", f"{tokens / m.median:,.0f} tokens/s",
                          f"{len(sentences)} dev sentences, median of 3 passes"])  # fmt: skip
+        rows[-1][2] += f"; peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB (both passes)"
     return rows
 
 
@@ -113,7 +115,9 @@ def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
     return [f"pretrain bilm_news.yaml ({steps} steps)", shown, f"{seconds:.0f} s with start-up"]
 
 
-def main() -> int:
+def main(overrides: list[str]) -> int:
+    """``overrides`` (``key=value``) are added to both training runs, e.g. ``model.glove=PATH`` where the GloVe
+    package cannot be installed."""
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA device on this machine; nothing was measured (run it on an NVIDIA GPU).")
         return 0
@@ -126,7 +130,8 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for config in ("conll2003_elmo.yaml", "conll2003_baseline.yaml"):
-            rows.append(train_one_epoch(config, Path(tmp) / config.removesuffix(".yaml")))
+            rows.append(train_one_epoch(config, Path(tmp) / config.removesuffix(".yaml"), overrides))
+            print(rows[-1], flush=True)
         rows.extend(embed_speed())
         rows.append(pretrain_speed(Path(tmp) / "bilm"))
     print(f"\n{gpu_name()}, torch {torch.__version__}\n")
@@ -135,4 +140,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
