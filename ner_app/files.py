@@ -138,10 +138,15 @@ def atomic_folder(target: Path) -> Iterator[Path]:
     try:
         try:
             yield tmp
+            umask = _umask()
             for file in tmp.rglob("*"):
-                if file.is_file():
+                if file.is_file() and not file.is_symlink():
+                    # some writers (safetensors, mkstemp) make files private; give them a normal file's mode
+                    os.chmod(file, 0o666 & ~umask)
                     _fsync(file)
-            os.chmod(tmp, 0o777 & ~_umask())
+                elif file.is_dir() and not file.is_symlink():
+                    os.chmod(file, 0o777 & ~umask)
+            os.chmod(tmp, 0o777 & ~umask)
             old = None
             if target.exists():
                 old = target.with_name(f".{target.name}.old-{os.getpid()}")

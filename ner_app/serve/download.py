@@ -288,7 +288,20 @@ def download_elmo(name: str, output: str | Path, base_url: str = DEFAULT_BASE_UR
     model, folder = MODELS[name], Path(output)
     if folder.exists() and not folder.is_dir():
         raise NerAppError(f"--output {folder}: is a file, expected a folder")
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download_into(folder, model, name, base_url)
+    except BaseException:
+        for made in created:  # a failed first download leaves no empty folders behind (a .part stays)
+            try:
+                made.rmdir()
+            except OSError:
+                break  # not empty: it keeps a part to resume from, or something else appeared
+        raise
+
+
+def _download_into(folder: Path, model: ElmoModel, name: str, base_url: str) -> tuple[Path, Path]:
     options_path, weights_path = folder / model.options.name, folder / model.weights.name
     for file, dest in ((model.options, options_path), (model.weights, weights_path)):
         if dest.exists():

@@ -173,7 +173,7 @@ def test_published_checksum_and_structure(site, tmp_path: Path, capsys, monkeypa
     served.etags[OPTIONS_URL_PATH] = f'"{hashlib.md5(served.files[OPTIONS_URL_PATH]).hexdigest()}"'
     code, _, err = run(capsys, "--output", str(tmp_path / "other"), "--base-url", base)
     assert code == 2 and "not the small ELMo" in err and "refused and removed" in err
-    assert list((tmp_path / "other").iterdir()) == []
+    assert not (tmp_path / "other").exists()  # refused, removed, and the folder it made went too
 
 
 def test_cut_connection_resumes(site, tmp_path: Path, capsys) -> None:
@@ -208,6 +208,11 @@ def test_closed_port_is_one_clear_line(tmp_path: Path, capsys) -> None:
     assert code == 2 and out == "" and len(errors) == 1
     assert f"connection refused by 127.0.0.1:{port}; check the network" in errors[0]
     assert list(tmp_path.iterdir()) == []
+    # a folder the failed command made (and its new parents) goes again; one that was there stays
+    code, _, _ = run(
+        capsys, "--output", str(tmp_path / "new" / "elmo"), "--base-url", f"http://127.0.0.1:{port}/e"
+    )
+    assert code == 2 and list(tmp_path.iterdir()) == []
 
 
 # -------------------------------------------------------------------------------- every download is bounded

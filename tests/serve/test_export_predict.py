@@ -243,3 +243,12 @@ def test_an_export_reads_only_its_own_files(trained, tmp_path, where):
     os.mkfifo(out / "fifo")
     with pytest.raises(ExportError, match="biLM path .* (leaves the export|is not a regular file inside)"):
         load_export(out)
+
+
+def test_exported_files_are_readable_like_any_other_file(trained):
+    """safetensors and temporary files start private (0600): an export gets the mode the umask gives."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in (trained / "export").rglob("*"):
+        want = (0o777 if path.is_dir() else 0o666) & ~umask
+        assert path.stat().st_mode & 0o777 == want, path
