@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal
@@ -23,6 +25,7 @@ from ner_app.bilm.document import (
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar, track
+from ner_app.text.tokenizer import Token, tokenize
 
 Precision = Literal["fp32", "bf16"]
 
@@ -33,18 +36,25 @@ def inference_autocast(device: str, precision: Precision) -> AbstractContextMana
     return torch.autocast(kind, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def read_sentences(path: str | Path) -> list[list[str]]:
-    """One sentence per line, tokens separated by single spaces; an empty line is an empty sentence."""
+def read_sentences(
+    path: str | Path, tokenize_lines: bool = False
+) -> tuple[list[list[str]], list[list[Token]]]:
+    """One sentence per line, tokens separated by single spaces (or, ``tokenize_lines``, raw text tokenised
+    like ``predict``, with its tokens' offsets as the second list); an empty line is an empty sentence."""
     path = Path(path)
-    sentences = []
+    sentences, offsets = [], []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as err:
                 raise NerAppError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
-            sentences.append(line.split(" ") if line else [])
-    return sentences
+            if tokenize_lines:
+                offsets.append(tokenize(line))
+                sentences.append([t.text for t in offsets[-1]])
+            else:
+                sentences.append(line.split(" ") if line else [])
+    return sentences, offsets
 
 
 def length_batches(lengths: list[int], batch_size: int, keep_order: bool) -> list[list[int]]:
@@ -81,15 +91,18 @@ def embed_file(
     context: ContextMode = "sentence",
     max_stream_positions: int = MAX_POSITIONS,
     precision: Precision = "fp32",
+    tokenize_lines: bool = False,
 ) -> int:
     """Write one float32 dataset per input line, named by its 0-based line number, shape (L+1, n_tokens, 2P).
 
     Sentence boundaries are removed. A stateful biLM sees the sentences in file order. With ``context``
     "document" every run of non-empty lines is one document read as a stream (docs/document_context.md);
     an empty line ends it and still gets its own empty dataset. ``precision`` "bf16" runs the biLM under bf16
-    autocast (faster on CPUs with AMX, not bit-exact; the file stays float32). Returns the count.
+    autocast (faster on CPUs with AMX, not bit-exact; the file stays float32). ``tokenize_lines`` reads raw
+    text, tokenised like ``predict``; each dataset then has ``tokens`` and ``offsets`` attributes (JSON).
+    Returns the count.
     """
-    sentences = read_sentences(input_path)
+    sentences, offsets = read_sentences(input_path, tokenize_lines)
     check_free_space(output_path, hdf5_size([bilm.num_layers * len(s) * bilm.output_dim for s in sentences]))
     bilm = bilm.to(device).eval()
     if context == "document":
@@ -98,30 +111,50 @@ def embed_file(
                 "--stateful and --context document cannot be combined (a stream starts at zero state)"
             )
         with inference_autocast(device, precision):
-            return _embed_documents(bilm, sentences, output_path, max_stream_positions, progress)
-    batches = length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful)
+            return _embed_documents(bilm, sentences, offsets, output_path, max_stream_positions, progress)
     with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
         bar = progress_bar(
             len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
         )
-        for batch in batches:
-            with inference_autocast(device, precision):
-                result = bilm(batch_to_ids([sentences[i] for i in batch]).to(device))
-            layers = []
-            for layer in result.layers:
-                stripped, mask = remove_sentence_boundaries(layer, result.mask)
-                layers.append(stripped.float().cpu().numpy())
-            stacked = np.stack(layers, axis=1)  # (B, L+1, T, 2P)
-            for row, index in enumerate(batch):
-                out.create_dataset(str(index), data=stacked[row, :, : len(sentences[index])])
-            bar.update(len(batch))
+        with inference_autocast(device, precision):
+            for index, layers in embed_sentences(bilm, sentences, batch_size, device):
+                out.create_dataset(str(index), data=layers)
+                bar.update(1)
         bar.close()
+        add_token_attributes(out, offsets)
     return len(sentences)
+
+
+@torch.inference_mode()
+def embed_sentences(
+    bilm: BidirectionalLM, sentences: Sequence[Sequence[str]], batch_size: int, device: str
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(index, layers (L+1, n_tokens, 2P) float32 without <S>/</S>) for every sentence, batched by length
+    (in input order for a stateful biLM); the caller sets autocast."""
+    for batch in length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful):
+        result = bilm(batch_to_ids([list(sentences[i]) for i in batch]).to(device))
+        layers = []
+        for layer in result.layers:
+            stripped, _ = remove_sentence_boundaries(layer, result.mask)
+            layers.append(stripped.float().cpu().numpy())
+        stacked = np.stack(layers, axis=1)  # (B, L+1, T, 2P)
+        for row, index in enumerate(batch):
+            yield index, stacked[row, :, : len(sentences[index])]
+
+
+def add_token_attributes(out: h5py.File, offsets: list[list[Token]]) -> None:
+    """With --tokenize: each line's tokens and their character spans in the line, as JSON attributes of
+    its dataset or group (the tokens the biLM read, so that rows can be mapped back to the text)."""
+    for index, tokens in enumerate(offsets):
+        item = out[str(index)]
+        item.attrs["tokens"] = json.dumps([t.text for t in tokens], ensure_ascii=False)
+        item.attrs["offsets"] = json.dumps([[t.start, t.end] for t in tokens])
 
 
 def _embed_documents(
     bilm: BidirectionalLM,
     sentences: list[list[str]],
+    offsets: list[list[Token]],
     output_path: str | Path,
     max_positions: int,
     progress: bool,
@@ -142,4 +175,5 @@ def _embed_documents(
             for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
                 for k, rows in enumerate(layers):  # (L+1, n+2, 2P)
                     out.create_dataset(str(line + k), data=rows[:, 1:-1].float().cpu().numpy())
+        add_token_attributes(out, offsets)
     return len(sentences)

@@ -20,7 +20,13 @@ from ner_app.bilm.document import MAX_POSITIONS, ContextMode, document_contexts,
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path, check_free_space
-from ner_app.serve.embed import hdf5_size, length_batches, line_documents, read_sentences
+from ner_app.serve.embed import (
+    add_token_attributes,
+    hdf5_size,
+    length_batches,
+    line_documents,
+    read_sentences,
+)
 from ner_app.serve.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 
 
@@ -82,10 +88,11 @@ def embed_outputs_file(
     progress: bool = True,
     context: ContextMode = "sentence",
     max_stream_positions: int = MAX_POSITIONS,
+    tokenize_lines: bool = False,
 ) -> int:
-    """Write ``names`` of every input line (one per line, tokens split on single spaces, as ``embed`` reads
-    them) to ``output_path``. Returns the number of lines."""
-    sentences = read_sentences(input_path)
+    """Write ``names`` of every input line (one per line, tokens split on single spaces, or raw text with
+    ``tokenize_lines``, as ``embed`` reads them) to ``output_path``. Returns the number of lines."""
+    sentences, offsets = read_sentences(input_path, tokenize_lines)
     widest = (bilm.num_layers + 1) * bilm.output_dim  # every named output of a token, at most
     check_free_space(output_path, hdf5_size([len(names) * widest * max(len(s), 1) for s in sentences]))
     bilm = bilm.to(device).eval()
@@ -108,6 +115,7 @@ def embed_outputs_file(
                 outputs = hub_outputs_from_layers(result.layers, result.mask, mix)
                 for row, index in enumerate(batch):
                     _write(out.create_group(str(index)), outputs, row, names)
+        add_token_attributes(out, offsets)
     return len(sentences)
 
 

@@ -18,6 +18,8 @@ def _module(path: Path) -> str:
 def _room(module: str) -> str:
     if module == "ner_app.__main__":  # the door of ``python -m ner_app``: it opens onto the command line
         return "cli"
+    if module == "ner_app.__init__":  # the door of ``import ner_app``: it opens onto the Python API (serve)
+        return "serve"
     parts = module.split(".")
     return parts[1] if len(parts) > 2 else ""
 

@@ -1,0 +1,138 @@
+"""The handlers of the commands that use a trained model or biLM: ``predict``, ``evaluate``, ``embed`` and
+``export``. ``predict``, ``evaluate`` and ``embed`` default to what ships in ``data/`` (``serve/api.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ner_app.errors import NerAppError
+
+
+def check_device(device: str) -> None:
+    """``--device cuda`` on a machine without CUDA is the user's choice to correct, in one line."""
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise NerAppError(
+            f"--device cuda: torch {torch.__version__} sees no CUDA device here; use --device cpu"
+        )
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _model(args: argparse.Namespace) -> Path:
+    """--model, or the shipped CoNLL-2003 tagger."""
+    from ner_app.serve.api import SHIPPED_MODEL, shipped
+
+    return Path(args.model) if args.model else shipped(SHIPPED_MODEL, "CoNLL-2003 tagger (--model)")
+
+
+def embed(args: argparse.Namespace) -> int:
+    from ner_app.bilm.weights import load_bilm
+
+    _set_threads(args)
+    check_device(args.device)
+    from ner_app.serve.api import SHIPPED_BILM, bilm_files, shipped
+    from ner_app.serve.embed import embed_file, inference_autocast
+
+    if (args.options is None) != (args.weights is None):
+        raise NerAppError("--options and --weights go together (leave both out for the shipped biLM)")
+    if args.options is None:
+        args.options, args.weights = bilm_files(shipped(SHIPPED_BILM, "biLM (--options and --weights)"))
+    bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
+    if args.max_stream_positions < 2:
+        raise NerAppError(
+            f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
+        )
+    if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/serving.md)
+        from ner_app.serve.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
+
+        names = parse_outputs(args.outputs, bilm.num_layers - 1)
+        mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
+        with inference_autocast(args.device, args.precision):
+            count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
+                                       device=args.device, context=args.context,
+                                       max_stream_positions=args.max_stream_positions,
+                                       tokenize_lines=args.tokenize)  # fmt: skip
+    elif args.scalar_mix is not None or args.gamma is not None:
+        raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
+    else:
+        count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
+                           context=args.context, max_stream_positions=args.max_stream_positions,
+                           precision=args.precision, tokenize_lines=args.tokenize)  # fmt: skip
+    print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from ner_app.train.export import export_checkpoint
+
+    out = export_checkpoint(args.checkpoint, args.output)
+    print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
+    return 0
+
+
+def predict(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.serve.predictor import Predictor, predict_conll
+    from ner_app.text.lines import decoded_lines
+
+    _set_threads(args)
+    check_device(args.device)
+    predictor = Predictor.from_export(_model(args), device=args.device, batch_size=args.batch_size)
+    name = "<stdin>" if args.input == "-" else args.input
+    if args.input != "-" and Path(args.input).is_dir():
+        raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
+    source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
+    with source:
+        lines = decoded_lines(source, name)  # split on \n only: one output per input line
+        if args.format == "conll":
+            for line in predict_conll(predictor, lines):
+                print(line)
+        elif args.format == "html":
+            from ner_app.report.predictions_html import entity_types, predictions_html
+
+            types = entity_types(predictor.tags.itos)
+            for piece in predictions_html(predictor.predict_texts(lines), types, title=f"Entities in {name}"):
+                sys.stdout.write(piece)
+        else:
+            for result in predictor.predict_texts(lines):
+                # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
+                line = json.dumps(result, ensure_ascii=False)
+                print(
+                    line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+                )
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.serve.evaluate import evaluate_file, score_table
+    from ner_app.serve.predictor import Predictor
+
+    _set_threads(args)
+    check_device(args.device)
+    if Path(args.input).is_dir() or not Path(args.input).exists():
+        raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
+    model = _model(args)
+    predictor = Predictor.from_export(model, device=args.device, batch_size=args.batch_size)
+    result = evaluate_file(predictor, args.input, args.predictions)
+    result["model"] = str(model)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['file']}: {result['sentences']:,} sentences, {result['tokens']:,} tokens, "
+              f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n")  # fmt: skip
+        print(score_table(result), end="")
+    if args.predictions:
+        print(f"wrote {args.predictions} (token gold predicted)", file=sys.stderr)
+    return 0
