@@ -146,20 +146,19 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    import os
+    from ner_app.report.compare import group_runs, read_runs
+    from ner_app.report.compare_tables import compare_tables, markdown, narrow
 
-    from ner_app.report.compare import group_runs, read_run
-    from ner_app.report.compare_tables import compare_tables, markdown
+    groups = group_runs(read_runs(args.runs))
+    tables = narrow(compare_tables(groups))  # wide tables cut into parts that fit a terminal and the page
+    if args.json:
+        import json
 
-    runs, seen = [], set()
-    for folder in args.runs:
-        real = os.path.realpath(folder)  # (Path.resolve raises on a symlink loop; read_run names it)
-        if real not in seen:  # a folder named twice (overlapping globs) counts once
-            seen.add(real)
-            runs.append(read_run(folder))
-    groups = group_runs(runs)
-    tables = compare_tables(groups)
-    print(markdown(tables), end="")
+        from ner_app.report.compare_json import compare_json
+
+        print(json.dumps(compare_json(groups), indent=2, ensure_ascii=False, allow_nan=False))
+    else:
+        print(markdown(tables), end="")
     if args.html:
         from ner_app.files import write_text
         from ner_app.report.compare_html import compare_html

@@ -114,10 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare finished runs: dev/test F1 mean +/- std per config, per entity type, paired by seed",
         description="Groups the run folders by config (seed, output_dir, threads, logging and cache keys left "
         "out) and data, and prints Markdown tables: F1 mean +/- sample std over seeds, per entity type, and "
-        "per-seed differences between configs that share seeds (docs/reports.md).",
+        "per-seed differences between configs that share seeds; tables wider than 100 characters are cut into "
+        "parts (docs/reports.md).",
     )
     compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
     compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
+    compare.add_argument(
+        "--json", action="store_true",
+        help="print the comparison as one JSON document instead of the tables (keys: docs/reports.md)",
+    )  # fmt: skip
 
     pretrain = commands.add_parser(
         "pretrain-bilm",

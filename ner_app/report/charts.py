@@ -95,11 +95,19 @@ def layer_weights(mixes: Sequence[Mix]) -> Figure:
     return figure
 
 
+def fitted_range(values: Sequence[float]) -> tuple[float, float]:
+    """An F1 axis (%) around ``values``: their span plus 15% either side (at least 0.03 points), within 0-100."""
+    low, high = min(values, default=0.0), max(values, default=100.0)
+    margin = max(high - low, 0.2) * 0.15
+    return max(0.0, low - margin), min(100.0, high + margin)
+
+
 def seed_scores(names: Sequence[str], scores: Mapping[str, Sequence[Sequence[float]]]) -> Figure:
     """F1 per group and split: a dot per seed, the mean as a bar across them with one sample std either side.
 
     ``scores[split][group]`` holds the group's per-seed values. The axis spans the values (with a margin), not
-    0 to 100, so that a difference of a tenth of a point is as visible as one of ten points.
+    0 to 100, so that a difference of a tenth of a point is as visible as one of ten points; the axis label says
+    where it starts when that is not 0.
     """
     figure = new_figure(max(5.0, 1.3 * len(names) + 2.5), 3.6, dpi=110)
     ax = figure.subplots()
@@ -113,14 +121,14 @@ def seed_scores(names: Sequence[str], scores: Mapping[str, Sequence[Sequence[flo
                     ecolor="black", capsize=4, linewidth=1, label=f"{plain(split)} F1")  # fmt: skip
         for x, values in zip(xs, scores[split], strict=True):
             ax.scatter([x] * len(values), values, s=16, color=colour, edgecolors="black", linewidths=0.5,
-                       zorder=3)  # fmt: skip
+                       zorder=3, clip_on=False)  # fmt: skip
             shown += values
         shown += [m + sign * d for m, d in zip(means, stds, strict=True) for sign in (-1, 1)]
-    low, high = min(shown, default=0.0), max(shown, default=100.0)
-    margin = max(high - low, 0.2) * 0.15
-    ax.set_ylim(low - margin, high + margin)
+    low, high = fitted_range(shown)
+    ax.set_ylim(low, high)
     ax.set_xticks(range(len(names)), [plain(n) for n in names], rotation=15 if len(names) > 3 else 0)
-    ax.set_ylabel("entity F1 (%)")
+    # A fitted axis magnifies differences: the label says so, so that a gap is not read as a large one.
+    ax.set_ylabel("entity F1 (%)" if low == 0 else f"entity F1 (%); the axis starts at {low:.2f}, not 0")
     ax.set_title("F1 per config: a dot per seed, mean ± sample std", fontsize=10)
     ax.legend(loc="best", fontsize=8)
     ax.grid(axis="y", alpha=0.3)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from ner_app.config.load import PATH_KEYS, config_to_dict, load_config, project_root
 from ner_app.errors import NerAppError
+from ner_app.report.compare_names import folder_names
 from ner_app.report.student_t import t_quantile
 from ner_app.runtime.run_dir import IDENTITY_KEY, flatten_tree
 from ner_app.train.corpus import EVALUATED
@@ -86,12 +86,18 @@ class Summary:
         """As ``str``, with the sign of the mean always shown (for differences)."""
         return f"{self.mean:+.2f}" if self.std is None else f"{self.mean:+.2f} ± {self.std:.2f}"
 
-    def interval(self, level: float = 0.95) -> str:
-        """The two-sided ``level`` confidence interval of the mean (Student's t, n - 1 degrees of freedom)."""
+    def bounds(self, level: float = 0.95) -> tuple[float, float] | None:
+        """The two-sided ``level`` confidence interval of the mean (Student's t, n - 1 degrees of freedom);
+        None for a single value."""
         if self.std is None:
-            return "–"
+            return None
         half = t_quantile((1 + level) / 2, self.n - 1) * self.std / math.sqrt(self.n)
-        return f"[{self.mean - half:+.2f}, {self.mean + half:+.2f}]"
+        return self.mean - half, self.mean + half
+
+    def interval(self, level: float = 0.95) -> str:
+        """``bounds`` as text ("–" for a single value)."""
+        bounds = self.bounds(level)
+        return "–" if bounds is None else f"[{bounds[0]:+.2f}, {bounds[1]:+.2f}]"
 
 
 def _data_fingerprint(run_dir: Path) -> str | None:
@@ -143,6 +149,17 @@ def read_run(run_dir: str | Path) -> Run:
     return Run(run_dir, int(flat["seed"]), recipe, data, f1, per_type, scores.elmo_mix or (), shown)
 
 
+def read_runs(run_dirs: Iterable[str | Path]) -> list[Run]:
+    """``read_run`` of each folder, in order; a folder named twice (overlapping globs, a symlink) counts once."""
+    runs, seen = [], set()
+    for folder in run_dirs:
+        real = os.path.realpath(folder)  # (Path.resolve raises on a symlink loop; read_run names it)
+        if real not in seen:
+            seen.add(real)
+            runs.append(read_run(folder))
+    return runs
+
+
 def group_runs(runs: Iterable[Run]) -> list[Group]:
     """Runs grouped by recipe and data, in the order groups first appear; names from folders or differences.
 
@@ -177,44 +194,44 @@ def differing_keys(groups: Sequence[Sequence[Run]]) -> list[str]:
     return out + (["data"] if len({g[0].data for g in groups}) > 1 else [])
 
 
-def value_of(run: Run, key: str) -> str:
-    """A recipe value as the config file writes it ("data": the fingerprint's first 8 hex digits)."""
+def config_value(run: Run, key: str) -> Any:
+    """A recipe value as a JSON value ("data": the data fingerprint). Paths read as configs write them,
+    relative to the run's project root (or beside it, "../shared/..."), so that tables and JSON do not show
+    this machine's layout; a path far outside the project stays absolute."""
     if key == "data":
-        return (run.data or "?")[:8]
+        return run.data
     value = dict(run.recipe).get(key, dict(run.shown).get(key))
+    if isinstance(value, tuple):
+        return list(value)
+    if key in PATH_KEYS and isinstance(value, str) and value != "package":
+        text = os.path.relpath(value, project_root(run.path / "config.yaml"))
+        return value if text.startswith(os.pardir + os.sep + os.pardir) else text
+    return value
+
+
+def value_of(run: Run, key: str) -> str:
+    """``config_value`` as the config file writes it, for a table cell ("data": the fingerprint's first 8 hex
+    digits, the biLM's its first 12; a value longer than 32 characters keeps its end)."""
+    value = config_value(run, key)
+    if key == "data":
+        return (value or "?")[:8]
     if key == BILM_KEY and value is not None:
         return str(value)[:12]
     if value is None or isinstance(value, bool):
         text = {None: "null", True: "true", False: "false"}[value]
-    elif isinstance(value, tuple):
+    elif isinstance(value, list):
         text = "[" + ", ".join(map(str, value)) + "]"
-    elif key in PATH_KEYS and value != "package":
-        # as configs write paths, relative to the run's project root (or beside it, "../shared/..."):
-        # the tables then do not show this machine's layout
-        text = os.path.relpath(str(value), project_root(run.path / "config.yaml"))
-        text = str(value) if text.startswith(os.pardir + os.sep + os.pardir) else text
     else:
         text = str(value)
     return text if len(text) <= 32 else "…" + text[-31:]  # a long path: its end tells runs apart
 
 
-def _stem(path: Path) -> str:
-    """A folder name without its seed: "elmo_seed3" -> "elmo"; a folder named by its seed alone
-    ("results/elmo/seed3") takes its parent's name."""
-    path = path.resolve()
-    name = re.sub(r"\d+$", "", path.name)
-    stem = re.sub(r"(^|[-_. ]+)(seed|s)$", "", name).strip("-_. ")
-    return stem or path.parent.name
-
-
 def _names(groups: Sequence[Sequence[Run]]) -> list[str]:
-    """The folder name the runs share (seed removed) when that tells groups apart, else what differs."""
-    stems = []
-    for members in groups:
-        shared = {_stem(r.path) for r in members}
-        stems.append(shared.pop() if len(shared) == 1 else "")
-    if all(stems) and len(set(stems)) == len(stems):
-        return stems
+    """Folder names checked against the recorded seeds (``compare_names``) when they tell the groups apart,
+    else the config keys that differ."""
+    named = folder_names([[(r.path, r.seed) for r in members] for members in groups])
+    if named is not None:
+        return named
     keys = differing_keys(groups)
     if not keys:  # one group whose runs' folders share no name
         return [f"config {i + 1}" for i in range(len(groups))]

@@ -20,15 +20,20 @@ def f1_chart(groups: Sequence[Group]) -> Figure:
 
 
 def compare_html(groups: Sequence[Group], tables: Sequence[Table]) -> str:
-    """The page: the chart, the tables, then each group's run folders."""
+    """The page: the chart, the tables (as given: ``compare_tables.narrow`` cuts wide ones), then each group's
+    run folders."""
     folders = "".join(
         f"<li><b>{page.esc(g.name)}</b>: "
         + ", ".join(f"{page.esc(r.path)} (seed {r.seed})" for r in g.runs)
         + "</li>\n"
         for g in groups
     )
+    chart = f1_chart(groups)
+    low = chart.axes[0].get_ylim()[0]
+    note = "" if low == 0 else f" The F1 axis is fitted to the scores: it starts at {low:.2f}, not at 0."
     parts = [
-        page.image(f1_chart(groups), "dev and test F1 per config"),
+        page.image(chart, "dev and test F1 per config"),
+        page.paragraph(f"A dot per seed; the bar is the mean, the whiskers one sample std.{note}", note=True),
         *(page.table(t.header, t.rows, caption=t.title, numeric=t.numeric) for t in tables),
         f"<h2>Run folders</h2>\n<ul>\n{folders}</ul>",
     ]

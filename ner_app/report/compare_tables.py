@@ -1,22 +1,39 @@
-"""The tables of ``compare``: as data first, then as Markdown (stdout, the README's results tables)."""
+"""The tables of ``compare``: as data first, then cut to a width (``narrow``), then as Markdown (stdout, the
+README's results tables) or HTML (``compare_html``). ``compare_table`` is the whole of ``compare``'s output
+for a list of run folders, for other commands to print."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from itertools import combinations
+from pathlib import Path
 
-from ner_app.report.compare import EVALUATED, Group, Summary, differing_keys, paired_differences, value_of
+from ner_app.report.compare import (
+    EVALUATED,
+    Group,
+    Summary,
+    differing_keys,
+    group_runs,
+    paired_differences,
+    read_runs,
+    value_of,
+)
+
+MAX_WIDTH = 100  # characters of a Markdown line: a terminal, a diff, a README read as text
 
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table of text cells; ``numeric`` marks the columns to right-align."""
+    """A titled table of text cells; ``numeric`` marks the columns to right-align; the first ``keys`` columns
+    say what a row is about and are repeated in every part when the table is cut to a width."""
 
     title: str
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     numeric: tuple[bool, ...]
+    keys: int = 1
 
 
 def f1_table(groups: Sequence[Group]) -> Table:
@@ -90,6 +107,7 @@ def paired_table(groups: Sequence[Group]) -> Table | None:
         ("A", "B", "shared seeds", "dev ΔF1", "test ΔF1", "dev 95% CI", "test 95% CI"),
         tuple(rows),
         (False, False, False, True, True, True, True),
+        keys=2,
     )
 
 
@@ -110,6 +128,7 @@ def per_seed_table(groups: Sequence[Group]) -> Table | None:
         ("A", "B", "seed", "dev ΔF1", "test ΔF1"),
         tuple(rows),
         (False, False, True, True, True),
+        keys=3,
     )
 
 
@@ -161,17 +180,83 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(tables: Sequence[Table]) -> str:
-    """GitHub Markdown: a bold title line and a pipe table per table."""
+def _widths(table: Table) -> list[int]:
+    """Each column's Markdown width: its widest cell, at least 3 (the "---" of the alignment row)."""
+    return [
+        max(3, *(len(_md_cell(row[j])) for row in (table.header, *table.rows)))
+        for j in range(len(table.header))
+    ]
+
+
+def _pack(sizes: Sequence[int], room: int) -> list[list[int]]:
+    """Column indices packed in order into parts whose sizes sum to at most ``room`` (one column at least)."""
+    parts: list[list[int]] = [[]]
+    used = 0
+    for j, size in enumerate(sizes):
+        if parts[-1] and used + size > room:
+            parts.append([])
+            used = 0
+        parts[-1].append(j)
+        used += size
+    return parts
+
+
+def narrow(tables: Sequence[Table], width: int = MAX_WIDTH) -> list[Table]:
+    """Each table whose Markdown lines would be wider than ``width`` cut into as few parts of whole columns as
+    fit, of about equal width, each part repeating the key columns ("part 1 of 3" in its title). A part has
+    at least one column besides its keys, so only keys or a single cell wider than ``width`` leave a line
+    longer."""
     out = []
     for table in tables:
-        align = "|".join("---:" if n else "---" for n in table.numeric)
-        lines = [
-            f"**{table.title}**",
-            "",
-            "| " + " | ".join(map(_md_cell, table.header)) + " |",
-            f"|{align}|",
-        ]
-        lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
-        out.append("\n".join(lines))
+        widths = _widths(table)
+        keys = min(table.keys, len(widths))
+        sizes = [w + 3 for w in widths[keys:]]  # each column adds its cell and " | "
+        room = width - 1 - sum(w + 3 for w in widths[:keys])  # "| key | ... |" comes first
+        parts = _pack(sizes, room)
+        for limit in range(-(-sum(sizes) // len(parts)), room):  # the same number of parts, evened out
+            if len(even := _pack(sizes, limit)) <= len(parts):
+                parts = even
+                break
+        if len(parts) == 1:
+            out.append(table)
+            continue
+        for k, columns in enumerate(parts):
+            pick = [*range(keys), *(keys + j for j in columns)]
+            out.append(replace(
+                table,
+                title=f"{table.title} (part {k + 1} of {len(parts)})",
+                header=tuple(table.header[j] for j in pick),
+                rows=tuple(tuple(row[j] for j in pick) for row in table.rows),
+                numeric=tuple(table.numeric[j] for j in pick),
+            ))  # fmt: skip
+    return out
+
+
+def _line(cells: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -> str:
+    """One Markdown table row, each cell padded to its column's width (numbers to the right)."""
+    padded = (
+        _md_cell(c).rjust(w) if n else _md_cell(c).ljust(w)
+        for c, w, n in zip(cells, widths, numeric, strict=True)
+    )
+    return "| " + " | ".join(padded) + " |"
+
+
+def markdown(tables: Sequence[Table], width: int = MAX_WIDTH) -> str:
+    """GitHub Markdown: a bold title (wrapped at ``width``) and a pipe table with aligned columns per table."""
+    out = []
+    for t in tables:
+        widths = _widths(t)
+        align = "|".join(
+            "-" * (w + 1) + ":" if n else "-" * (w + 2) for w, n in zip(widths, t.numeric, strict=True)
+        )
+        title = textwrap.fill(f"**{t.title}**", width, break_long_words=False, break_on_hyphens=False)
+        rows = [_line(row, widths, t.numeric) for row in (t.header, *t.rows)]
+        out.append("\n".join([title, "", rows[0], f"|{align}|", *rows[1:]]))
     return "\n\n".join(out) + "\n"
+
+
+def compare_table(run_dirs: Iterable[str | Path], width: int = MAX_WIDTH) -> str:
+    """What ``python -m ner_app compare RUN_DIR ...`` prints for these run folders: every table, in Markdown,
+    cut to ``width`` characters. A folder that is not a finished run, or two runs of one config and seed,
+    raise ``CompareError`` (a ``NerAppError``: one line naming the path)."""
+    return markdown(narrow(compare_tables(group_runs(read_runs(run_dirs))), width), width)

@@ -3,8 +3,9 @@
 A page is one self-contained file: inline CSS, images as PNG data URIs, no script and no URL, behind a
 Content-Security-Policy that allows neither. Every piece of text that comes from a run or a user (tokens,
 entity types, paths) goes through ``esc``; the helpers below take plain text and escape it themselves, so
-callers never build markup from user data. Entity types get one colour each from one palette, the same on
-every page. Charts are matplotlib figures on the Agg canvas (no display, no pyplot state).
+callers never build markup from user data. Entity types get one colour each from one palette
+(``type_colours``), the same for one model on every page. Charts are matplotlib figures on the Agg canvas (no
+display, no pyplot state).
 """
 
 from __future__ import annotations
@@ -79,13 +80,17 @@ def esc(text: object) -> str:
 
 
 # ------------------------------------------------------------------------------ entity types and colours
-def type_colours(types: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """A distinct (background, border) colour pair per type, in sorted order; a type always gets the same pair
-    among the same others, and CoNLL's four types always get theirs."""
+def type_colours(types: Iterable[str], extra: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
+    """A distinct (background, border) colour pair per type: CoNLL's four always get theirs; the others, in
+    sorted order, the spare colours and then hues around the circle. ``types`` are a model's entity types
+    (its tag vocabulary, as the predictions page shows them); ``extra`` types not among them (gold types the
+    model never learnt, on the run report) come after them, so they never change a model type's colour: one
+    model's types look the same on its run report and on its predictions page."""
+    known = set(types)
     colours = {}
     spare = iter(SPARE_COLOURS)
     others = 0
-    for kind in sorted(set(types)):
+    for kind in [*sorted(known), *sorted(set(extra) - known)]:
         pair = NAMED_COLOURS.get(kind) or next(spare, None)
         if pair is None:  # more types than named colours: spread the rest around the hue circle
             hue = (0.13 + 0.618 * others) % 1.0
@@ -104,11 +109,11 @@ def _css_string(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_ " else f"\\{ord(c):x} " for c in text)
 
 
-def colour_rules(types: Iterable[str]) -> str:
-    """One CSS rule per type: its ``<mark data-type=...>`` in its colours."""
+def colour_rules(types: Iterable[str], extra: Iterable[str] = ()) -> str:
+    """One CSS rule per type (``type_colours``' arguments): its ``<mark data-type=...>`` in its colours."""
     return "".join(
         f'mark[data-type="{_css_string(kind)}"] {{ background: {fill}; border-color: {line}; }}\n'
-        for kind, (fill, line) in type_colours(types).items()
+        for kind, (fill, line) in type_colours(types, extra).items()
     )
 
 
@@ -128,21 +133,22 @@ def legend(types: Iterable[str]) -> str:
 
 
 # ------------------------------------------------------------------------------ page, sections and tables
-def head(title: str, types: Iterable[str] = ()) -> str:
-    """The page up to and including its ``<h1>``; ``types`` get their colour rules."""
+def head(title: str, types: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    """The page up to and including its ``<h1>``; ``types`` and ``extra`` get their colour rules
+    (``type_colours``)."""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n<title>{esc(title)}</title>\n'
-        f"<style>{CSS}{colour_rules(types)}</style>\n</head>\n<body>\n<h1>{esc(title)}</h1>\n"
+        f"<style>{CSS}{colour_rules(types, extra)}</style>\n</head>\n<body>\n<h1>{esc(title)}</h1>\n"
     )
 
 
 TAIL = "</body>\n</html>\n"
 
 
-def page(title: str, parts: Sequence[str], types: Iterable[str] = ()) -> str:
+def page(title: str, parts: Sequence[str], types: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
     """The whole document: ``head``, the ``parts`` (markup built by the helpers here), the end."""
-    return head(title, types) + "\n".join(parts) + "\n" + TAIL
+    return head(title, types, extra) + "\n".join(parts) + "\n" + TAIL
 
 
 def paragraph(text: str, note: bool = False) -> str:

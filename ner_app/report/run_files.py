@@ -1,8 +1,8 @@
 """What the run report reads from a finished run folder besides ``metrics.json`` (``RunMetrics.read``).
 
-``logs/metrics.csv`` (the per-step log), ``predictions_{dev,test}.conll`` (token, gold, predicted) and the
-ELMo mix weights from ``export/model.safetensors`` (or, without an export, ``checkpoints/best.ckpt``, loaded
-without unpickling). Each file is checked as it is read: a missing or malformed one is one ``NerAppError``
+``logs/metrics.csv`` (the per-step log), ``predictions_{dev,test}.conll`` (token, gold, predicted), the
+ELMo mix weights from ``export/model.safetensors`` and the model's entity types from ``export/tagger.json``
+(or, without an export, both from ``checkpoints/best.ckpt``, loaded without unpickling). Each file is checked as it is read: a missing or malformed one is one ``NerAppError``
 naming it (and the line or key).
 """
 
@@ -137,3 +137,23 @@ def read_elmo_mixes(run_dir: Path) -> tuple[list[Mix], str]:
         weights, gamma = mix_values(found[k]["scalar_parameters"], found[k]["gamma"])
         mixes.append(Mix(tuple(weights), gamma))
     return mixes, str(source)
+
+
+def read_model_types(run_dir: Path) -> list[str]:
+    """The entity types the run's model knows (its tag vocabulary, sorted): the types the predictions page of
+    its export shows, so that the run report colours them alike. From ``export/tagger.json``, or without an
+    export from the spec in ``checkpoints/best.ckpt``."""
+    from ner_app.report.predictions_html import entity_types
+    from ner_app.tagger.export import read_spec
+    from ner_app.tagger.spec import TaggerSpec
+
+    spec_path, best = run_dir / "export" / "tagger.json", run_dir / "checkpoints" / "best.ckpt"
+    if spec_path.is_file():
+        spec = read_spec(spec_path)[0]
+    elif best.is_file():
+        from ner_app.runtime.checkpoint import load_checkpoint
+
+        spec = TaggerSpec.from_json(load_checkpoint(best, mmap=True).get("ner_app"), f"{best} (tagger spec)")
+    else:
+        raise MissingFileError(f"{spec_path}: not found, nor {best} (the model's tag vocabulary)")
+    return entity_types(spec.tag_vocab.itos)

@@ -22,7 +22,14 @@ from ner_app.report.error_analysis import (
     has_error,
     spans,
 )
-from ner_app.report.run_files import Sentence, learning_curves, read_elmo_mixes, read_log, read_predictions
+from ner_app.report.run_files import (
+    Sentence,
+    learning_curves,
+    read_elmo_mixes,
+    read_log,
+    read_model_types,
+    read_predictions,
+)
 from ner_app.text.tags import Span
 from ner_app.train.corpus import EVALUATED
 from ner_app.train.metrics import Mix, RunMetrics
@@ -169,7 +176,9 @@ def build_report(run_dir: str | Path) -> str:
         _per_type_section(metrics), _error_section(breakdowns), _confusion_section(breakdowns),
         _elmo_section(mixes, source), _sentences_section(data, breakdowns),
     ]  # fmt: skip
-    return page.page(f"NER run report: {run_dir.resolve().name}", sections, types)
+    # The model's types first, so that each has the colour the predictions page of its export gives it.
+    model_types = read_model_types(run_dir)
+    return page.page(f"NER run report: {run_dir.resolve().name}", sections, model_types, extra=types)
 
 
 def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:

@@ -159,6 +159,9 @@ def test_every_type_gets_its_own_colour():
     colours = type_colours(types)
     assert len({fill for fill, _ in colours.values()}) == len(types)
     assert type_colours(["PER"])["PER"] == colours["PER"]  # fixed, whatever else the model knows
+    # types a report shows beyond the model's (gold types it never learnt) change no model type's colour
+    with_extra = type_colours(types, extra=["A0", "ZZ", "T3"])
+    assert {t: with_extra[t] for t in types} == colours and len(set(with_extra.values())) == len(types) + 2
 
 
 def _chromium() -> str:

@@ -25,8 +25,7 @@ from ner_app.cli.commands import main
 from ner_app.errors import NerAppError
 from ner_app.report import charts, report_after_training, write_report
 from ner_app.report.error_analysis import Outcome, classify_sentence, error_breakdown, spans
-from ner_app.report.page import png_uri, type_colours
-from ner_app.report.predictions_html import predictions_html
+from ner_app.report.page import png_uri
 from ner_app.report.run_files import learning_curves, read_log
 from ner_app.train.metrics import Mix, RunMetrics, SplitScores
 from ner_app.train.reports import entity_scores
@@ -113,18 +112,6 @@ def test_breakdown_matches_brute_force_and_seqeval_on_random_tags() -> None:
 
 
 # ------------------------------------------------------------------------------ a real tiny run
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """configs/tiny.yaml stopped after 6 epochs: dev/test F1 80, with missed, wrong-type and spurious entities."""
-    out = tmp_path_factory.mktemp("report") / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={out}", f"data.dir={TINY}",
-            "elmo.cache_dir=null", "trainer.max_epochs=6", "trainer.threads=1"]  # fmt: skip
-    threads = torch.get_num_threads()
-    assert train.main(args) == 0
-    torch.set_num_threads(threads)
-    return out
-
-
 class Page(HTMLParser):
     """Sections (id -> text and tables), every URL-bearing attribute, images and marks."""
 
@@ -284,37 +271,6 @@ def test_a_failed_report_does_not_fail_the_run(tiny_run: Path, tmp_path: Path, c
     assert "report.html not written" in caplog.text and "python -m ner_app report" in caplog.text
     assert not (run / "report.html").exists() and (run / "metrics.json").is_file()
     assert write_report(tiny_run, tmp_path / "again.html").is_file()  # the complete run still reports
-
-
-@pytest.mark.filterwarnings("ignore:The number of training batches")
-def test_one_epoch_run_has_its_dev_point(tmp_path: Path) -> None:
-    """An epoch's validation is drawn even when the epoch's last step logged no train loss (steps < 50)."""
-    run = tmp_path / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-            "elmo.enabled=false", "trainer.max_epochs=1", "trainer.log_every_n_steps=50",
-            "trainer.threads=1"]  # fmt: skip
-    assert train.main(args) == 0
-    rows = read_log(run)
-    assert not any("train_loss" in r for r in rows)  # the case that lost the curve: no step logged a loss
-    loss, dev, speed = learning_curves(rows)
-    assert list(dev) == [0] and dev[0]["f1"] == [r for r in rows if "val_f1" in r][0]["val_f1"]
-    figure = charts.learning_curves(loss, dev, speed)
-    assert list(figure.axes[1].lines[0].get_xdata()) == [0]  # the dev F1 curve has its point
-    assert "1 epochs trained" in "".join(parse(run / "report.html").text["summary"])
-
-
-def test_report_and_predictions_page_share_one_palette(tiny_run: Path) -> None:
-    rule = re.compile(
-        r'mark\[data-type="([^"]+)"\] \{ background: (#[0-9a-f]{6}); border-color: (#[0-9a-f]{6}); \}'
-    )
-    report = (tiny_run / "report.html").read_text(encoding="utf-8")
-    types = ["LOC", "MISC", "ORG", "PER"]
-    predictions = "".join(predictions_html([{"text": "x", "entities": []}], types))
-    expected = type_colours(types)
-    for html in (report, predictions):  # one colour rule per type, the same on both pages
-        assert {t: (fill, border) for t, fill, border in rule.findall(html)} == expected
-    marked = re.findall(r'<mark data-type="([^"]+)"', report)  # the report's entities carry their type
-    assert marked and set(marked) <= set(types)
 
 
 def test_entity_types_with_dollar_signs_are_drawn_as_written(tiny_run: Path, tmp_path: Path) -> None:
