@@ -40,8 +40,8 @@ class RuntimeConfig:
 # ----------------------------------------------------------------------------- tagger tree
 @dataclass
 class DataConfig:
-    dir: str | None = f"{_SHARED}/data/conll2003"  # folder with train.txt, valid.txt, test.txt
-    hub_name: str | None = None  # a `datasets` hub name, used instead of dir when set
+    dir: str | None = f"{_SHARED}/data/conll2003"  # train.txt, valid.txt, test.txt; or parquet / save_to_disk
+    hub_name: str | None = None  # a hub dataset (e.g. lhoestq/conll2003), used instead of dir when set
     scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
     lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
     min_word_count: int = 1  # words rarer than this in train map to <unk>

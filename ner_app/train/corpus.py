@@ -5,17 +5,24 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.text.conll import read_conll
-from ner_app.text.tags import convert, detect_scheme, is_tag, normalize_scheme, split_tag
+from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
+from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
 
 log = logging.getLogger("ner_app")
 MANY_TYPES = 50  # CoNLL-2003 has 4 entity types, OntoNotes 18: far more suggests a wrong tag column
 SPLITS = ("train", "dev", "test")  # the one name of each split; the dev file is valid.txt
 EVALUATED = SPLITS[1:]  # the splits a run reports on (metrics.json, reports, predictions)
 _FILE_SPLITS = {"train": "train", "dev": "valid", "test": "test"}  # split -> name of its file and loader key
+# The end of every "no data" error: how an outside user gets CoNLL-2003 (whose text we cannot redistribute).
+HOW_TO_GET = (
+    "to get CoNLL-2003, set NER_SHARED or data.dir to a folder with train.txt, valid.txt and test.txt, "
+    f"or use data.hub_name={EXAMPLE} (docs/data.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -44,18 +51,21 @@ class Corpus:
 def load_corpus(
     data_dir: str | None, hub_name: str | None, scheme: str, max_sentences: int | None = None
 ) -> Corpus:
-    """Read a folder (``train.txt``, ``valid.txt``, ``test.txt``) or, when ``hub_name`` is set, a Hugging Face
-    hub dataset; drop empty rows, keep the first ``max_sentences`` of each split (tiny runs) and convert the
-    tags to ``scheme``. Every entity type of dev and test must occur in train."""
+    """Read ``data_dir`` (CoNLL files ``train.txt``, ``valid.txt``, ``test.txt``, or a dataset folder in the
+    hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
+    ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
+    and test must occur in train."""
     if not data_dir and not hub_name:
-        raise NerAppError("set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name")
+        raise NerAppError(
+            f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
+        )
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
-    datasets = load_hub_splits(hub_name) if hub_name else load_local_splits(str(data_dir))
-    raw = {name: datasets[_FILE_SPLITS[name]].to_dict() for name in SPLITS}
+    raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir))
     source_scheme = detect_scheme(raw["train"]["tags"])
     splits = {}
-    for name, col in raw.items():
+    for name in SPLITS:
+        col = raw[_FILE_SPLITS[name]]
         keep = [i for i, t in enumerate(col["tokens"]) if t]  # an empty row cannot be tagged
         keep = keep[:max_sentences] if max_sentences is not None else keep
         source_tags = [col["tags"][i] for i in keep]
@@ -79,6 +89,30 @@ def load_corpus(
     return Corpus(splits, scheme, source_scheme)
 
 
+def load_folder(data_dir: str) -> dict[str, dict[str, list[Any]]]:
+    """The columns (``tokens``, ``tags`` as in the data, ``doc``) of the splits ``train``, ``valid`` and ``test``
+    of a folder: CoNLL files, or a dataset folder (parquet files or ``save_to_disk``) in the hub's layout.
+    A folder without either names the missing ``train.txt`` and says how to get CoNLL-2003."""
+    folder = Path(data_dir)
+    conll = any((folder / f"{name}.txt").is_file() for name in _FILE_SPLITS.values())
+    if not conll and folder.is_dir() and is_dataset_folder(folder):
+        return load_folder_dataset(folder)
+    try:
+        splits = load_local_splits(data_dir)
+    except MissingFileError as err:
+        raise MissingFileError(f"{err}; {HOW_TO_GET}") from None
+    return {name: splits[name].to_dict() for name in _FILE_SPLITS.values()}
+
+
+def data_files(data_dir: str) -> list[Path]:
+    """The files whose bytes are the data of ``data_dir`` (for a run's data fingerprint): the CoNLL files
+    that exist, else the files of a dataset folder."""
+    folder = Path(data_dir)
+    conll = [folder / f"{name}.txt" for name in _FILE_SPLITS.values()]
+    found = [path for path in conll if path.is_file()]
+    return found if found or not folder.is_dir() else dataset_files(folder)
+
+
 def load_local_splits(data_dir: str) -> Any:
     """``train.txt``, ``valid.txt``, ``test.txt`` of ``data_dir`` as a ``datasets.DatasetDict`` with columns
     ``tokens``, ``tags`` (as in the files) and ``doc``."""
@@ -94,52 +128,4 @@ def load_local_splits(data_dir: str) -> Any:
         sentences = read_conll(path)
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
-    return datasets.DatasetDict(out)
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def load_hub_splits(hub_name: str) -> Any:
-    """A hub dataset (conll2003: ``tokens`` and ClassLabel ``ner_tags``) as a ``datasets.DatasetDict`` like
-    ``load_local_splits`` (tags as strings, ``doc`` 0) with splits train, valid and test."""
-    import datasets
-    import datasets.config
-
-    previous = datasets.config.HF_HUB_OFFLINE
-    # `datasets` reads HF_DATASETS_OFFLINE when it is imported; honour it when it was set later
-    if _env_true("HF_DATASETS_OFFLINE") or _env_true("HF_HUB_OFFLINE"):
-        datasets.config.HF_HUB_OFFLINE = True
-    try:
-        loaded = datasets.load_dataset(hub_name)
-    except OSError as err:  # ConnectionError (OfflineModeIsEnabled, DNS failure), not cached, not found
-        raise MissingFileError(
-            f"could not download dataset '{hub_name}' (offline?): "
-            "set data.dir to a folder with train.txt, valid.txt, test.txt in CoNLL format"
-        ) from err
-    finally:
-        datasets.config.HF_HUB_OFFLINE = previous
-
-    aliases = {"train": "train", "validation": "valid", "valid": "valid", "dev": "valid", "test": "test"}
-    out = {}
-    for key, ds in loaded.items():
-        column = "ner_tags" if "ner_tags" in ds.column_names else "tags"
-        if key not in aliases or not {"tokens", column} <= set(ds.column_names):
-            continue
-        tags = ds[column][:]
-        names = getattr(getattr(ds.features[column], "feature", None), "names", None)
-        if names is not None:  # ClassLabel ids -> tag strings
-            tags = [[names[i] for i in row] for row in tags]
-        for row, sentence_tags in enumerate(tags):  # read_conll checks local files; check these too
-            for tag in sentence_tags:
-                if not is_tag(tag):
-                    raise NerAppError(f"dataset '{hub_name}' split {key} row {row}: invalid tag {tag!r}")
-        columns = {"tokens": ds["tokens"][:], "tags": tags, "doc": [0] * len(ds)}
-        out[aliases[key]] = datasets.Dataset.from_dict(columns)
-    missing = [name for name in _FILE_SPLITS.values() if name not in out]
-    if missing:
-        raise MissingFileError(
-            f"dataset '{hub_name}' has no {'/'.join(missing)} split with 'tokens' and 'ner_tags' (or 'tags')"
-        )
     return datasets.DatasetDict(out)

