@@ -39,9 +39,15 @@ def vocab_sha256(spec: dict[str, Any]) -> str:
 SPEC_KEYS = ("vocab", "scheme", "source_scheme", "model", "elmo", "max_word_chars")
 
 
+# Keys that change predictions but only some exports have: hashed when present, so older exports still verify.
+OPTIONAL_SPEC_KEYS = ("frozen_word_vectors",)
+
+
 def spec_sha256(spec: dict[str, Any]) -> str:
-    """sha256 of every key of the spec that changes predictions (``SPEC_KEYS``), in a canonical JSON form."""
+    """sha256 of every key of the spec that changes predictions (``SPEC_KEYS``, and ``OPTIONAL_SPEC_KEYS``
+    where present), in a canonical JSON form."""
     payload = {k: spec.get(k) for k in SPEC_KEYS}
+    payload.update({k: spec[k] for k in OPTIONAL_SPEC_KEYS if k in spec})
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -59,7 +65,8 @@ def verify_integrity(spec: dict[str, Any], weights_path: Path, spec_path: Path) 
         raise IntegrityError(f"{spec_path}: vocabularies, schemes or sizes were changed after export")
     if "spec_sha256" in record and record["spec_sha256"] != spec_sha256(spec):
         raise IntegrityError(
-            f"{spec_path}: a key that changes predictions ({', '.join(SPEC_KEYS[4:])}) was changed after export"
+            f"{spec_path}: a key that changes predictions ({', '.join(SPEC_KEYS[4:] + OPTIONAL_SPEC_KEYS)}) "
+            "was changed after export"
         )
     if record.get("weights_sha256") != sha256_file(weights_path):
         raise IntegrityError(f"{weights_path}: checksum differs from the one recorded in {spec_path.name}")

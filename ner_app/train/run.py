@@ -38,7 +38,7 @@ from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import EVALUATED, Corpus, load_corpus
 from ner_app.train.datamodule import ConllDataModule
-from ner_app.train.glove import embedding_matrix, load_glove
+from ner_app.tagger.glove import embedding_matrix, load_glove
 from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
 from ner_app.train.module import TaggerModule
 from ner_app.train.reports import text_report

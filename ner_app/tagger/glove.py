@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +138,38 @@ def embedding_matrix(
     if vocab.specials:
         weight[vocab.pad_id] = 0.0
     return weight, (found_weight / total_weight if total_weight else 0.0)
+
+
+# ------------------------------------------------------------------ frozen rows by reference (in exports)
+def package_version() -> str | None:
+    """The installed GloVe package's version, or None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return None
+
+
+def rows_sha256(rows: torch.Tensor) -> str:
+    """sha256 of float32 rows (N, D) as little-endian bytes, row after row."""
+    data = np.ascontiguousarray(rows.detach().cpu().numpy().astype("<f4", copy=False))
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def package_rows(words: Sequence[str]) -> torch.Tensor:
+    """The GloVe package's vectors (N, D) of ``words``, each looked up as it is (the frozen entries of a
+    vocabulary are GloVe's own lowercase words; the first occurrence wins, as in ``embedding_matrix``).
+    Raises ``GloveMissingError`` without the package and ``NerAppError`` for a word it does not have."""
+    package_words, vectors = _load_package()
+    index: dict[str, int] = {}
+    for i, word in enumerate(package_words):
+        index.setdefault(word, i)
+    missing = [w for w in words if w not in index]
+    if missing:
+        raise NerAppError(
+            f"GloVe package '{PACKAGE}' lacks {len(missing)} of the {len(words)} frozen words "
+            f"(first: {missing[0]!r})"
+        )
+    rows = np.asarray(vectors[[index[w] for w in words]], dtype=np.float32)
+    return torch.from_numpy(rows)
