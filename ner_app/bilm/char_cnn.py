@@ -82,7 +82,15 @@ class Highway(nn.Module):
 
 
 class TokenEncoder(nn.Module):
-    """CharCNN + Highway + projection to the LSTM's projection size P."""
+    """CharCNN + Highway + projection to the LSTM's projection size P.
+
+    Every token is encoded on its own, so without autograd (inference, a frozen biLM) the distinct tokens of a
+    call go through in chunks of ``chunk_tokens`` (None: all at once): the (tokens, filters, 50) activations
+    of the widest convolution then stay bounded however many tokens a call has. With autograd (pretraining)
+    all go at once, so that the gradients are those of one pass.
+    """
+
+    chunk_tokens: int | None = 1024
 
     def __init__(
         self,
@@ -111,7 +119,10 @@ class TokenEncoder(nn.Module):
             raise ValueError(f"expected {MAX_CHARS} character ids per token, found {char_ids.shape[-1]}")
         # Sentences repeat words ("the", ",", "."): encode each distinct id row once.
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)  # (U, 50), (N,)
-        return self._encode(unique), inverse
+        chunk = self.chunk_tokens
+        if chunk is None or torch.is_grad_enabled() or len(unique) <= chunk:
+            return self._encode(unique), inverse
+        return self.embed_all(unique, chunk), inverse
 
     def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         return self.projection(self.highway(self.char_cnn(char_ids)))

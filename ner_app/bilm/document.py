@@ -19,6 +19,7 @@ from typing import Literal
 
 import torch
 
+from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS, MAX_CHARS, token_to_ids
 
@@ -104,17 +105,10 @@ def stream_layers(
     return result
 
 
-def stream_batches(lengths: Sequence[int], budget: int = BATCH_POSITIONS) -> Iterator[list[int]]:
-    """Indices of streams (by position counts) grouped by length so that rows x longest <= budget (or 1 row)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    group: list[int] = []
-    for i in order:
-        if group and (len(group) + 1) * lengths[i] > budget:
-            yield group
-            group = []
-        group.append(i)
-    if group:
-        yield group
+def stream_batches(lengths: Sequence[int], budget: int | None = BATCH_POSITIONS) -> Iterator[list[int]]:
+    """Indices of streams (by position counts) grouped by length so that rows x longest <= budget (or 1 row):
+    ``budget_batches`` with no cap on the rows (None: no budget either, one batch)."""
+    yield from budget_batches(lengths, None, budget)
 
 
 def stream_positions(stream: Sequence[Sequence[str]]) -> int:

@@ -60,13 +60,14 @@ def embed(args: argparse.Namespace) -> int:
             count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
                                        device=args.device, context=args.context,
                                        max_stream_positions=args.max_stream_positions,
-                                       tokenize_lines=args.tokenize)  # fmt: skip
+                                       tokenize_lines=args.tokenize, max_tokens=args.max_tokens)  # fmt: skip
     elif args.scalar_mix is not None or args.gamma is not None:
         raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
     else:
         count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
                            context=args.context, max_stream_positions=args.max_stream_positions,
-                           precision=args.precision, tokenize_lines=args.tokenize)  # fmt: skip
+                           precision=args.precision, tokenize_lines=args.tokenize,
+                           max_tokens=args.max_tokens)  # fmt: skip
     print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
     return 0
 
@@ -87,7 +88,9 @@ def predict(args: argparse.Namespace) -> int:
 
     _set_threads(args)
     check_device(args.device)
-    predictor = Predictor.from_export(_model(args), device=args.device, batch_size=args.batch_size)
+    predictor = Predictor.from_export(
+        _model(args), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+    )
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
@@ -124,7 +127,9 @@ def evaluate(args: argparse.Namespace) -> int:
     if Path(args.input).is_dir() or not Path(args.input).exists():
         raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
     model = _model(args)
-    predictor = Predictor.from_export(model, device=args.device, batch_size=args.batch_size)
+    predictor = Predictor.from_export(
+        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+    )
     result = evaluate_file(predictor, args.input, args.predictions)
     result["model"] = str(model)
     if args.json:

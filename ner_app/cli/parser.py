@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--output", required=True, help="output hdf5 file")
     embed.add_argument("--batch-size", type=positive_int, default=64)
     embed.add_argument(
+        "--max-tokens", type=positive_int, default=8192, metavar="N",
+        help="padded positions a biLM call reads at most: sentences x longest sentence (streams x longest stream "
+        "with --context document); a longer sentence runs alone (default 8192)",
+    )  # fmt: skip
+    embed.add_argument(
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
     )
     embed.add_argument(
@@ -104,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="html: one self-contained page, the text with its entities highlighted by type",
     )  # fmt: skip
     predict.add_argument("--batch-size", type=positive_int, default=64)
+    predict.add_argument(
+        "--max-tokens", type=positive_int, default=16384, metavar="N",
+        help="padded tokens a batch holds at most: pieces x longest piece (sentences are tagged in pieces of at "
+        "most 250 tokens; default 16384)",
+    )  # fmt: skip
     predict.add_argument(
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
     )

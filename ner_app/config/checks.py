@@ -32,6 +32,9 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_size(d.num_workers, "data.num_workers", where, low=0, high=MAX_LAYERS)
     if d.max_sentences is not None:
         check_size(d.max_sentences, "data.max_sentences", where, high=1 << 40)
+    for key in ("max_tokens_per_batch", "eval_max_tokens_per_batch"):
+        if getattr(d, key) is not None:
+            check_size(getattr(d, key), f"data.{key}", where, high=1 << 40)
     check_size(t.max_epochs, "trainer.max_epochs", where, high=1 << 20)
     check_size(t.patience, "trainer.patience", where, low=0, high=1 << 20)
     check_size(t.log_every_n_steps, "trainer.log_every_n_steps", where, high=1 << 30)

@@ -47,6 +47,10 @@ class DataConfig:
     min_word_count: int = 1  # words rarer than this in train map to <unk>
     batch_size: int = 64  # training sentences per batch
     eval_batch_size: int = 256  # sentences per batch for dev/test prediction
+    # padded tokens (sentences x longest sentence) a training batch holds at most; a longer sentence runs alone;
+    # null: no cap. The default splits no CoNLL-2003 batch of 64 (raise it with data.batch_size)
+    max_tokens_per_batch: int | None = 8192
+    eval_max_tokens_per_batch: int | None = 32768  # the same for dev/test batches (256 x 128 tokens)
     num_workers: int = 0  # DataLoader worker processes
     max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
 

@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 import torch
 
+from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import (
@@ -28,6 +29,9 @@ from ner_app.progress import progress_bar, track
 from ner_app.text.tokenizer import Token, tokenize
 
 Precision = Literal["fp32", "bf16"]
+# padded positions a biLM call reads at most (sentences x longest, or streams x longest in document context);
+# 64 CoNLL-2003 sentences (at most 124 tokens) fit, so their batches are never split (--max-tokens)
+EMBED_MAX_TOKENS = 8192
 
 
 def inference_autocast(device: str, precision: Precision) -> AbstractContextManager[object]:
@@ -57,10 +61,13 @@ def read_sentences(
     return sentences, offsets
 
 
-def length_batches(lengths: list[int], batch_size: int, keep_order: bool) -> list[list[int]]:
-    """Indices grouped into batches of similar length (or in input order, which stateful mode needs)."""
-    order = list(range(len(lengths))) if keep_order else sorted(range(len(lengths)), key=lambda i: lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+def length_batches(
+    lengths: list[int], batch_size: int, keep_order: bool, max_tokens: int | None = EMBED_MAX_TOKENS
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length (or in input order, which stateful mode needs), at most
+    ``batch_size`` sentences and ``max_tokens`` padded tokens each (``budget_batches``: the batches
+    ``LengthBucketSampler`` gives evaluation)."""
+    return budget_batches(lengths, batch_size, max_tokens, keep_order)
 
 
 def line_documents(sentences: list[list[str]]) -> list[range]:
@@ -92,6 +99,7 @@ def embed_file(
     max_stream_positions: int = MAX_POSITIONS,
     precision: Precision = "fp32",
     tokenize_lines: bool = False,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
 ) -> int:
     """Write one float32 dataset per input line, named by its 0-based line number, shape (L+1, n_tokens, 2P).
 
@@ -100,7 +108,9 @@ def embed_file(
     an empty line ends it and still gets its own empty dataset. ``precision`` "bf16" runs the biLM under bf16
     autocast (faster on CPUs with AMX, not bit-exact; the file stays float32). ``tokenize_lines`` reads raw
     text, tokenised like ``predict``; each dataset then has ``tokens`` and ``offsets`` attributes (JSON).
-    Returns the count.
+    A biLM call reads at most ``batch_size`` sentences and ``max_tokens`` padded positions (a longer sentence
+    or stream alone; with a stateful biLM the rows' state follows the batches, so a batch the budget cuts
+    short changes which state the next lines continue). Returns the count.
     """
     sentences, offsets = read_sentences(input_path, tokenize_lines)
     check_free_space(output_path, hdf5_size([bilm.num_layers * len(s) * bilm.output_dim for s in sentences]))
@@ -111,13 +121,15 @@ def embed_file(
                 "--stateful and --context document cannot be combined (a stream starts at zero state)"
             )
         with inference_autocast(device, precision):
-            return _embed_documents(bilm, sentences, offsets, output_path, max_stream_positions, progress)
+            return _embed_documents(
+                bilm, sentences, offsets, output_path, max_stream_positions, progress, max_tokens
+            )
     with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
         bar = progress_bar(
             len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
         )
         with inference_autocast(device, precision):
-            for index, layers in embed_sentences(bilm, sentences, batch_size, device):
+            for index, layers in embed_sentences(bilm, sentences, batch_size, device, max_tokens):
                 out.create_dataset(str(index), data=layers)
                 bar.update(1)
         bar.close()
@@ -127,11 +139,16 @@ def embed_file(
 
 @torch.inference_mode()
 def embed_sentences(
-    bilm: BidirectionalLM, sentences: Sequence[Sequence[str]], batch_size: int, device: str
+    bilm: BidirectionalLM,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int,
+    device: str,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(index, layers (L+1, n_tokens, 2P) float32 without <S>/</S>) for every sentence, batched by length
-    (in input order for a stateful biLM); the caller sets autocast."""
-    for batch in length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful):
+    (in input order for a stateful biLM, ``length_batches``); the caller sets autocast."""
+    lengths = [len(s) for s in sentences]
+    for batch in length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens):
         result = bilm(batch_to_ids([list(sentences[i]) for i in batch]).to(device))
         layers = []
         for layer in result.layers:
@@ -158,8 +175,10 @@ def _embed_documents(
     output_path: str | Path,
     max_positions: int,
     progress: bool,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
 ) -> int:
-    """``embed_file`` in document context: streams batched by length, each sentence's rows without <S>/</S>."""
+    """``embed_file`` in document context: streams batched by length (``max_tokens`` padded positions a call),
+    each sentence's rows without <S>/</S>."""
     jobs: list[tuple[int, Stream]] = []  # (input line of a stream's first sentence, the stream)
     for doc in line_documents(sentences):
         contexts = document_contexts([sentences[i] for i in doc], max_positions)
@@ -169,7 +188,8 @@ def _embed_documents(
         for i, sentence in enumerate(sentences):
             if not sentence:
                 out.create_dataset(str(i), data=empty)
-        groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in jobs]))
+        positions = [sum(len(s) + 2 for s in stream) for _, stream in jobs]
+        groups = list(stream_batches(positions, max_tokens))
         for group in track(groups, "embed", unit="batch", enabled=progress and len(groups) >= 2):
             chosen = [jobs[g] for g in group]
             for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):

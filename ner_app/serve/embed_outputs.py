@@ -21,6 +21,7 @@ from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path, check_free_space
 from ner_app.serve.embed import (
+    EMBED_MAX_TOKENS,
     add_token_attributes,
     hdf5_size,
     length_batches,
@@ -89,9 +90,11 @@ def embed_outputs_file(
     context: ContextMode = "sentence",
     max_stream_positions: int = MAX_POSITIONS,
     tokenize_lines: bool = False,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
 ) -> int:
     """Write ``names`` of every input line (one per line, tokens split on single spaces, or raw text with
-    ``tokenize_lines``, as ``embed`` reads them) to ``output_path``. Returns the number of lines."""
+    ``tokenize_lines``, as ``embed`` reads them) to ``output_path``; a biLM call reads at most ``batch_size``
+    sentences and ``max_tokens`` padded positions, as ``embed_file``'s. Returns the number of lines."""
     sentences, offsets = read_sentences(input_path, tokenize_lines)
     widest = (bilm.num_layers + 1) * bilm.output_dim  # every named output of a token, at most
     check_free_space(output_path, hdf5_size([len(names) * widest * max(len(s), 1) for s in sentences]))
@@ -107,9 +110,10 @@ def embed_outputs_file(
         out.attrs["gamma"] = float(mix.gamma)
         out.attrs["context"] = context
         if context == "document":
-            _write_documents(bilm, sentences, out, names, mix, max_stream_positions, progress)
+            _write_documents(bilm, sentences, out, names, mix, max_stream_positions, progress, max_tokens)
         else:
-            batches = length_batches([len(s) for s in sentences], batch_size, keep_order=bilm.stateful)
+            lengths = [len(s) for s in sentences]
+            batches = length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens)
             for batch in tqdm(batches, unit="batch", disable=not progress or len(batches) < 2):
                 result = bilm(batch_to_ids([sentences[i] for i in batch]).to(device))
                 outputs = hub_outputs_from_layers(result.layers, result.mask, mix)
@@ -127,13 +131,14 @@ def _write_documents(
     mix: ScalarMix,
     max_positions: int,
     progress: bool,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
 ) -> None:
     """Document context (docs/document_context.md): each sentence's rows of its stream, mixed on their own."""
     streams = []  # (input line of a stream's first sentence, the stream)
     for doc in line_documents(sentences):
         contexts = document_contexts([sentences[i] for i in doc], max_positions)
         streams += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
-    groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in streams]))
+    groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in streams], max_tokens))
     for group in tqdm(groups, unit="batch", disable=not progress or len(groups) < 2):
         chosen = [streams[g] for g in group]
         for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):

@@ -11,6 +11,7 @@ from typing import Any
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
+from ner_app.bilm.batching import check_budget
 from ner_app.bilm.document import Context, document_contexts
 from ner_app.runtime.log_progress import silence_known_warnings
 from ner_app.tagger.batch import Batch, encode_batch
@@ -24,13 +25,25 @@ from ner_app.train.datamodule import LengthBucketSampler
 from ner_app.train.module import TaggerModule
 
 MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
+# padded tokens a batch holds at most (pieces x longest): 64 pieces of 250 tokens fit, so the default batch
+# size is never split; it bounds memory when --batch-size is raised (--max-tokens)
+PREDICT_MAX_TOKENS = 16384
 
 
 class Predictor:
-    """Tags tokenised sentences; returns tags in the training data's original scheme and per-token scores."""
+    """Tags tokenised sentences; returns tags in the training data's original scheme and per-token scores.
 
-    def __init__(self, tagger: BiLstmCrfTagger, spec: TaggerSpec, batch_size: int = 64) -> None:
-        self.tagger, self.spec, self.batch_size = tagger.eval(), spec, batch_size
+    A batch holds at most ``batch_size`` pieces and ``max_tokens`` padded tokens (``LengthBucketSampler``)."""
+
+    def __init__(
+        self,
+        tagger: BiLstmCrfTagger,
+        spec: TaggerSpec,
+        batch_size: int = 64,
+        max_tokens: int | None = PREDICT_MAX_TOKENS,
+    ) -> None:
+        check_budget(batch_size, max_tokens)
+        self.tagger, self.spec, self.batch_size, self.max_tokens = tagger.eval(), spec, batch_size, max_tokens
         self.words, self.chars, self.tags = spec.word_vocab, spec.char_vocab, spec.tag_vocab
         self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.device = next(tagger.parameters()).device
@@ -39,9 +52,15 @@ class Predictor:
         self._contexts: list[Context] = []  # document context: each piece's stream, for the collate function
 
     @classmethod
-    def from_export(cls, export_dir: str | Path, device: str = "cpu", batch_size: int = 64) -> Predictor:
+    def from_export(
+        cls,
+        export_dir: str | Path,
+        device: str = "cpu",
+        batch_size: int = 64,
+        max_tokens: int | None = PREDICT_MAX_TOKENS,
+    ) -> Predictor:
         tagger, spec = load_export(export_dir, device)
-        return cls(tagger, spec, batch_size)
+        return cls(tagger, spec, batch_size, max_tokens)
 
     def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
         index, tokens = zip(*items, strict=True)
@@ -99,9 +118,11 @@ class Predictor:
                 items,
                 # by length; in document context in stream order, so that a batch runs few streams
                 batch_sampler=LengthBucketSampler(
-                    [len(t) for _, t in pieces] if not self._contexts else list(range(len(pieces))),
+                    [len(t) for _, t in pieces],
                     self.batch_size,
-                ),
+                    max_tokens=self.max_tokens,
+                    keep_order=bool(self._contexts),
+                ),  # fmt: skip
                 collate_fn=self._collate,
             )
             for index, paths, chosen in self._trainer().predict(self._module, dataloaders=loader) or []:

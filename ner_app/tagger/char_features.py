@@ -7,7 +7,14 @@ from torch import nn
 
 
 class WordCharCNN(nn.Module):
-    """Character embeddings -> one convolution (same padding) -> ReLU -> max over the word's characters."""
+    """Character embeddings -> one convolution (same padding) -> ReLU -> max over the word's characters.
+
+    Every word is computed on its own, so without autograd (evaluation, ``predict``) the words of a batch go
+    through in chunks of ``chunk_words`` (None: all at once): the (words, filters, W) activations then stay
+    bounded however long a sentence is. Training computes all at once: its gradients are those of one pass.
+    """
+
+    chunk_words: int | None = 4096
 
     def __init__(self, num_chars: int, char_dim: int = 16, filters: int = 128, width: int = 3) -> None:
         super().__init__()
@@ -19,8 +26,20 @@ class WordCharCNN(nn.Module):
         """chars (B, T, W) long, 0 = padding -> features (B, T, filters)."""
         batch, steps, width = chars.shape
         flat = chars.reshape(batch * steps, width)  # (N, W)
+        chunk = self.chunk_words
+        if chunk is None or torch.is_grad_enabled() or flat.shape[0] <= chunk:
+            return self.words(flat).reshape(batch, steps, -1)
+        first = self.words(flat[:chunk])  # (chunk, filters)
+        out = first.new_empty(flat.shape[0], first.shape[1])  # (N, filters)
+        out[:chunk] = first
+        for start in range(chunk, flat.shape[0], chunk):
+            out[start : start + chunk] = self.words(flat[start : start + chunk])
+        return out.reshape(batch, steps, -1)
+
+    def words(self, flat: torch.Tensor) -> torch.Tensor:
+        """chars (N, W) long -> features (N, filters)."""
         x = self.embed(flat).transpose(1, 2)  # (N, d, W)
         h = torch.relu(self.conv(x))  # (N, filters, W)
         # Padding characters must not win the max: after ReLU every real value is >= 0, so 0 is neutral.
         h = h.masked_fill((flat == 0)[:, None, :], 0.0)
-        return h.amax(dim=-1).reshape(batch, steps, -1)
+        return h.amax(dim=-1)

@@ -9,11 +9,15 @@ from collections.abc import Iterator, Sequence
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ner_app.bilm.batching import batch_capacity, budget_batches, check_budget, cost
 from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, encode_batch
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.train.corpus import SPLITS, Corpus, Split
 from ner_app.train.layer_cache import LayerCache
+
+TRAIN_MAX_TOKENS = 8192  # 64 sentences x 128 tokens: data.max_tokens_per_batch
+EVAL_MAX_TOKENS = 32768  # 256 sentences x 128 tokens: data.eval_max_tokens_per_batch
 
 
 class Collator:
@@ -50,12 +54,20 @@ class Collator:
 
 
 class LengthBucketSampler(Sampler[list[int]]):
-    """Batches of sentences of similar length.
+    """Batches of sentences of similar length, under a token budget.
 
     With ``shuffle``: indices are shuffled, cut into chunks of ``bucket_batches`` batches, sorted by length
     within each chunk and cut into batches, and the batches are shuffled; the random generator is seeded
     with ``seed + epoch`` (``set_epoch``), so every epoch is reproducible. Without: batches in increasing
-    length order. Every index occurs exactly once (``drop_last`` drops the one short batch, if any).
+    length order (``keep_order``: in index order). Every index occurs exactly once (``drop_last`` drops the
+    one short batch, if any).
+
+    ``max_tokens`` caps a batch's sentences x padded length (``ner_app.bilm.batching``); a sentence longer
+    than it runs alone. Without shuffle, a batch closes at ``batch_size`` or at the budget. With shuffle, the
+    sentences are first grouped by ``batch_capacity`` (``batch_size`` for every sentence whose ``batch_size``
+    copies fit the budget, fewer for longer ones) and each group is bucketed as above with its capacity as
+    batch size: the number of batches of an epoch never depends on the shuffle (Lightning counts them once),
+    and data without a sentence longer than ``max_tokens / batch_size`` gets exactly the batches of no budget.
 
     Under DDP (``num_replicas`` > 1) every rank builds the same batches of the epoch and takes every
     ``num_replicas``-th one from ``rank`` on: the shares are disjoint. So that all ranks run the same number of
@@ -74,11 +86,14 @@ class LengthBucketSampler(Sampler[list[int]]):
         bucket_batches: int = 50,
         num_replicas: int = 1,
         rank: int = 0,
+        max_tokens: int | None = None,
+        keep_order: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, {num_replicas}), got {rank}")
+        check_budget(batch_size, max_tokens)
         self.num_replicas, self.rank = num_replicas, rank
         self.lengths = list(lengths)
         # private on purpose: Lightning re-creates samplers that have both batch_size and drop_last attributes
@@ -88,7 +103,14 @@ class LengthBucketSampler(Sampler[list[int]]):
         self.shuffle = shuffle
         self.seed = seed
         self.bucket_batches = bucket_batches
+        self.max_tokens, self.keep_order = max_tokens, keep_order
         self.epoch = 0
+        # capacity -> its sentences in index order, largest capacity first (without long sentences: one group)
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(self.lengths):
+            groups.setdefault(batch_capacity(n, batch_size, max_tokens), []).append(i)
+        self._groups = sorted(groups.items(), reverse=True)
+        self._ordered: list[list[int]] | None = None  # the unshuffled batches (they never change)
 
     @property
     def sampler(self) -> LengthBucketSampler:
@@ -101,23 +123,31 @@ class LengthBucketSampler(Sampler[list[int]]):
 
     def all_batches(self) -> list[list[int]]:
         """The batches of the current epoch over all ranks."""
-        size, key = self._batch_size, self.lengths.__getitem__
         if not self.shuffle:
-            order = sorted(range(len(self.lengths)), key=key)  # stable: ties stay in file order
-            batches = [order[i : i + size] for i in range(0, len(order), size)]
-        else:
-            rng = random.Random(self.seed + self.epoch)
-            perm = list(range(len(self.lengths)))
+            return list(self._in_order())
+        key = self.lengths.__getitem__
+        rng = random.Random(self.seed + self.epoch)
+        sized: list[tuple[int, list[int]]] = []  # (capacity, batch)
+        for size, members in self._groups:
+            perm = list(members)
             rng.shuffle(perm)
-            chunk = size * self.bucket_batches  # a multiple of size: only the very last batch can be short
-            batches = []
+            chunk = size * self.bucket_batches  # a multiple of size: only a group's last batch can be short
             for start in range(0, len(perm), chunk):
                 part = sorted(perm[start : start + chunk], key=key)
-                batches.extend(part[i : i + size] for i in range(0, len(part), size))
-            rng.shuffle(batches)
-        if self._drop_last:
-            batches = [b for b in batches if len(b) == size]
-        return batches
+                sized.extend((size, part[i : i + size]) for i in range(0, len(part), size))
+        rng.shuffle(sized)
+        return [batch for size, batch in sized if not self._drop_last or len(batch) == size]
+
+    def _in_order(self) -> list[list[int]]:
+        if self._ordered is None:
+            batches = budget_batches(self.lengths, self._batch_size, self.max_tokens, self.keep_order)
+            if self._drop_last and batches:
+                last = batches[-1]  # the one batch the data's end closed: dropped if it had room for more
+                longest = max(cost(self.lengths[i]) for i in last)
+                if len(last) < batch_capacity(longest, self._batch_size, self.max_tokens):
+                    batches = batches[:-1]
+            self._ordered = batches
+        return self._ordered
 
     def batches(self) -> list[list[int]]:
         """This rank's batches of the current epoch."""
@@ -136,11 +166,13 @@ class LengthBucketSampler(Sampler[list[int]]):
         yield from self.batches()
 
     def __len__(self) -> int:
-        n = len(self.lengths)
-        total = n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
         if self.shuffle:
+            total = sum(
+                len(members) // size if self._drop_last else math.ceil(len(members) / size)
+                for size, members in self._groups
+            )
             return total // self.num_replicas
-        return math.ceil(total / self.num_replicas)
+        return math.ceil(len(self._in_order()) / self.num_replicas)
 
 
 class _SplitDataset(Dataset):
@@ -160,7 +192,9 @@ class ConllDataModule(pl.LightningDataModule):
     Training batches are shuffled and length-bucketed; dev and test batches come in length order. Under DDP
     the sampler gives every rank its own share (``LengthBucketSampler``). A batch's ``index`` is the
     sentence's position in ``corpus.splits[name]`` (file order for local files). ``use_layer_cache`` makes
-    every later batch carry the frozen biLM's layers from disk.
+    every later batch carry the frozen biLM's layers from disk. ``max_tokens`` (training) and
+    ``eval_max_tokens`` cap a batch's sentences x padded length (None: no cap); the defaults split no batch of
+    CoNLL-2003 (at most 124 tokens a sentence) at the default batch sizes.
     """
 
     def __init__(
@@ -171,10 +205,15 @@ class ConllDataModule(pl.LightningDataModule):
         eval_batch_size: int = 64,
         num_workers: int = 0,
         seed: int = 0,
+        max_tokens: int | None = TRAIN_MAX_TOKENS,
+        eval_max_tokens: int | None = EVAL_MAX_TOKENS,
     ) -> None:
         super().__init__()
         self.corpus, self.spec = corpus, spec
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        check_budget(batch_size, max_tokens)
+        check_budget(eval_batch_size, eval_max_tokens)
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.num_workers, self.seed = num_workers, seed
         self.layer_cache: LayerCache | None = None
 
@@ -192,8 +231,8 @@ class ConllDataModule(pl.LightningDataModule):
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
     def dataloader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
-        """Batches of a split ("train", "dev" or "test"); train uses ``batch_size``, the others
-        ``eval_batch_size`` unless ``batch_size`` is given."""
+        """Batches of a split ("train", "dev" or "test"); train uses ``batch_size`` and ``max_tokens``, the
+        others ``eval_batch_size`` (unless ``batch_size`` is given) and ``eval_max_tokens``."""
         if split not in SPLITS:
             raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
         data = self.splits[split]
@@ -209,8 +248,9 @@ class ConllDataModule(pl.LightningDataModule):
                 if self.layer_cache is not None:
                     keys += document_keys(sentences, elmo.max_stream_positions)
         replicas, rank = self._replicas()
+        budget = self.max_tokens if split == "train" else self.eval_max_tokens
         sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed,
-                                      num_replicas=replicas, rank=rank)  # fmt: skip
+                                      num_replicas=replicas, rank=rank, max_tokens=budget)  # fmt: skip
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import torch
 
+from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import (
+    BATCH_POSITIONS,
     MAX_POSITIONS,
     Stream,
     document_contexts,
@@ -39,6 +41,9 @@ __all__ = [
     "fill_document_cache",
     "sentence_key",
 ]
+
+
+FILL_MAX_TOKENS = 8192  # padded tokens a biLM call of ``LayerCache.fill`` reads at most (64 x 128)
 
 
 def sentence_key(tokens: Sequence[str]) -> bytes:
@@ -97,26 +102,30 @@ class LayerCache(LayerStore):
         batch_size: int = 64,
         device: str | torch.device = "cpu",
         progress: bool = False,
+        max_tokens: int | None = FILL_MAX_TOKENS,
     ) -> int:
         """Compute and append the layers of every distinct sentence not cached yet; returns how many.
 
-        ``device`` is where ``bilm`` already lives. Rows are rounded to fp16 once, here.
+        ``device`` is where ``bilm`` already lives. Batches hold at most ``batch_size`` sentences and
+        ``max_tokens`` padded tokens (``budget_batches``; None: no cap). Rows are rounded to fp16 once, here.
         """
         todo: dict[bytes, list[str]] = {}
         for tokens in sentences:
             key = sentence_key(tokens)
             if key not in self._index and key not in todo:
                 todo[key] = list(tokens)
-        order = sorted(todo, key=lambda k: len(todo[k]))  # batches of similar length waste little padding
+        pending = list(todo)
+        # by length, so that batches of similar length waste little padding
+        groups = budget_batches([len(todo[k]) for k in pending], batch_size, max_tokens)
 
         def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
-            for start in track(range(0, len(order), batch_size), "biLM", unit="batch", enabled=progress):
-                keys = order[start : start + batch_size]
+            for group in track(groups, "biLM", unit="batch", enabled=progress):
+                keys = [pending[i] for i in group]
                 out = bilm(batch_to_ids([todo[k] for k in keys]).to(device))
                 rows = torch.stack(out.layers, dim=2)[out.mask]  # (N, L+1, 2P)
                 yield [(k, len(todo[k]) + 2) for k in keys], rows
 
-        return self.fill_rows(bilm, len(order), batches())
+        return self.fill_rows(bilm, len(pending), batches())
 
     def fill_rows(
         self,
@@ -171,10 +180,12 @@ def fill_document_cache(
     bilm: BidirectionalLM,
     max_positions: int = MAX_POSITIONS,
     progress: bool = False,
+    max_tokens: int | None = BATCH_POSITIONS,
 ) -> int:
     """Cache the layers of every sentence of ``documents`` read in document context (keys: ``document_keys``).
 
-    Returns how many sentences were computed; documents already cached cost one hash each.
+    Streams run ``max_tokens`` padded positions a biLM call at most (``stream_batches``). Returns how many
+    sentences were computed; documents already cached cost one hash each.
     """
     todo: dict[bytes, tuple[Stream, list[bytes]]] = {}  # first key -> a stream to compute and its keys
     for document in documents:
@@ -186,7 +197,7 @@ def fill_document_cache(
     jobs = list(todo.values())
 
     def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
-        groups = list(stream_batches([stream_positions(stream) for stream, _ in jobs]))
+        groups = list(stream_batches([stream_positions(stream) for stream, _ in jobs], max_tokens))
         for group in track(groups, "biLM streams", unit="batch", enabled=progress):
             chosen = [jobs[i] for i in group]
             entries, rows = [], []

@@ -163,7 +163,8 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
     dm = ConllDataModule(corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size,
-                         num_workers=d.num_workers, seed=cfg.seed)  # fmt: skip
+                         num_workers=d.num_workers, seed=cfg.seed, max_tokens=d.max_tokens_per_batch,
+                         eval_max_tokens=d.eval_max_tokens_per_batch)  # fmt: skip
     tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)

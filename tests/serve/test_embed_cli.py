@@ -5,6 +5,7 @@ import sys
 
 import h5py
 import numpy as np
+import pytest
 import torch
 
 from ner_app.bilm import batch_to_ids, load_bilm, remove_sentence_boundaries
@@ -78,3 +79,43 @@ def test_embed_bf16_is_close_to_fp32_in_both_contexts(tmp_path, tiny_bilm_files)
             np.testing.assert_allclose(approx, exact, atol=0.05 * scale, rtol=0)
             differs |= not np.array_equal(approx, exact)
         assert differs, "bf16 autocast left every value bit-identical: it was not applied"
+
+
+def _datasets(path) -> dict[str, np.ndarray]:
+    """Every dataset of an embed file by its path in the file (a line's dataset, or a group's outputs)."""
+    found: dict[str, np.ndarray] = {}
+    with h5py.File(path, "r") as out:
+        out.visititems(
+            lambda name, item: found.update({name: item[...]}) if isinstance(item, h5py.Dataset) else None
+        )
+    return found
+
+
+@pytest.mark.parametrize(
+    "extra", [["--context", "sentence"], ["--context", "document"], ["--outputs", "all"]]
+)
+def test_embed_under_a_budget_equals_no_budget(tmp_path, tiny_bilm_files, extra):
+    """A long line and short ones, batched under a budget of 40 positions: the layers of no budget."""
+    torch.set_num_threads(1)
+    vocab = ["The", "EU", "rejects", "German", "call", ".", "Peter", "Zürich"]
+    long = " ".join(vocab[i % 8] for i in range(300))
+    lines = ["The EU rejects", long, "", "Peter", "call . call", "German call", long[:60].strip(), "EU"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [*embed_args(tiny_bilm_files, tmp_path / "in.txt"), "--batch-size", "4", *extra]
+    for name, budget in (("free", "1000000000"), ("bounded", "40")):
+        assert main([*args, "--output", str(tmp_path / f"{name}.hdf5"), "--max-tokens", budget]) == 0
+    free, bounded = _datasets(tmp_path / "free.hdf5"), _datasets(tmp_path / "bounded.hdf5")
+    assert sorted(free) == sorted(bounded) and len(free) >= len(lines)
+    for name, value in free.items():
+        np.testing.assert_allclose(bounded[name], value, atol=1e-6, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "1.5", "many"])
+def test_embed_bad_max_tokens_is_one_clear_line(tmp_path, tiny_bilm_files, capsys, bad):
+    with pytest.raises(SystemExit) as exit_:
+        main([*embed_args(tiny_bilm_files, tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5"),
+              "--max-tokens", bad])  # fmt: skip
+    assert exit_.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1 and "argument --max-tokens: expected an integer >= 1" in err[0], err
+    assert not (tmp_path / "o.hdf5").exists()

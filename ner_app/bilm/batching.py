@@ -1,0 +1,63 @@
+"""Batches of sentences under a token budget: the one batching rule of training, evaluation, ``predict``,
+``embed``, the layer-cache fill and document streams (docs/performance.md, "memory").
+
+A batch's cost is its sentences x its padded length (B x T_max): every tensor of a batch scales with it, the
+character tensors (B, T_max, W) included, whose W is capped (30 characters for the tagger, 50 for the biLM).
+A budget (``max_tokens``) caps that cost; a sentence longer than the budget runs alone. ``None`` is no budget:
+batches of ``max_sentences`` whatever their length, the batching before budgets existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def check_budget(max_sentences: int | None, max_tokens: int | None) -> None:
+    """Both caps must be None or at least 1 (a programming error otherwise: user values are checked before)."""
+    for name, value in (("max_sentences", max_sentences), ("max_tokens", max_tokens)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1 (or None), got {value}")
+
+
+def cost(length: int) -> int:
+    """A sentence's tokens as the budget counts them: an empty one still takes a row (the biLM adds <S>, </S>)."""
+    return max(length, 1)
+
+
+def budget_batches(
+    lengths: Sequence[int],
+    max_sentences: int | None,
+    max_tokens: int | None,
+    keep_order: bool = False,
+) -> list[list[int]]:
+    """Indices grouped into batches, by increasing length (stable: ties keep their input order) or, with
+    ``keep_order``, in input order (a stateful biLM, document streams). A batch closes when it holds
+    ``max_sentences`` or when the next sentence would make B x T_max exceed ``max_tokens``, so every batch
+    keeps to the budget unless it holds one sentence. Without a budget: slices of ``max_sentences``."""
+    check_budget(max_sentences, max_tokens)
+    order = list(range(len(lengths))) if keep_order else sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    group: list[int] = []
+    longest = 0
+    for i in order:
+        n = cost(lengths[i])
+        full = max_sentences is not None and len(group) == max_sentences
+        if group and (full or (max_tokens is not None and (len(group) + 1) * max(longest, n) > max_tokens)):
+            batches.append(group)
+            group, longest = [], 0
+        group.append(i)
+        longest = max(longest, n)
+    if group:
+        batches.append(group)
+    return batches
+
+
+def batch_capacity(length: int, max_sentences: int, max_tokens: int | None) -> int:
+    """How many sentences of ``length`` tokens a shuffled batch may hold: ``max_sentences`` when that many fit
+    the budget, else the largest power of two that does (at least 1). Sentences of one capacity can be
+    batched in any combination, so the number of batches does not depend on the shuffle; powers of two keep
+    the capacities few (a batch wastes at most half its budget)."""
+    if max_tokens is None or max_sentences * cost(length) <= max_tokens:
+        return max_sentences
+    fit = max_tokens // cost(length)
+    return 1 << (fit.bit_length() - 1) if fit > 1 else 1
