@@ -18,6 +18,11 @@ MAX_CHAR_WIDTH = 64  # char-CNN kernel width
 MAX_CHAR_ID = 1 << 20  # characters of the char embedding (the biLM's is 261)
 MAX_CONFIG_NODES = 100_000  # YAML nodes a config may expand to (aliases included)
 MAX_OPTIONS_BYTES = 1 << 16  # a biLM's options.json (a released one is under 1 KB)
+# ``serve``: one POST /predict request (checked before it reaches the model; docs/serving.md)
+SERVE_MAX_TEXTS = 256  # texts in one request
+SERVE_MAX_CHARS = 100_000  # characters of all texts of one request together
+# the body: every character escaped as a surrogate pair (12 bytes) and 64 bytes of JSON around each text
+SERVE_MAX_BODY_BYTES = 12 * SERVE_MAX_CHARS + 64 * SERVE_MAX_TEXTS + 1024
 
 
 class LimitError(NerAppError):

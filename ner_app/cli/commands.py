@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.cli.parser import add_train_arguments, build_parser
+from ner_app.cli.serving import serve
 from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors
 
 
@@ -246,6 +247,7 @@ HANDLERS = {
     "bilm-perplexity": _bilm_perplexity,
     "report": _report,
     "download-elmo": _download_elmo,
+    "serve": serve,
 }
 
 

@@ -184,4 +184,61 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("model", choices=list(MODELS), help="which ELMo")
     download.add_argument("--output", required=True, help="the folder to download into")
     download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="a mirror with the same layout")
+    add_serve_parser(commands)
     return parser
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port a user may listen on, 1024-65535 (LitServe refuses the privileged ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number in [1024, 65535], found {text!r}") from None
+    if not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number in [1024, 65535], found {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, found {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, found {text!r}")
+    return value
+
+
+def add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    """``serve``: the tagger behind HTTP (docs/serving.md#serving-over-http)."""
+    serve = commands.add_parser(
+        "serve",
+        help='serve an exported tagger over HTTP: POST /predict {"texts": [...]}, requests batched together',
+        description='Loads the export once and answers POST /predict with {"results": [one predict object per '
+        "text]}; requests arriving together are tagged in one batch. Listens on 127.0.0.1 only unless "
+        "--allow-remote. SIGTERM answers the requests in flight, then stops (docs/serving.md).",
+    )
+    serve.add_argument(
+        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="127.0.0.1 (default); 0.0.0.0 or :: with --allow-remote"
+    )
+    serve.add_argument("--port", type=port_number, default=8000, help="TCP port, 1024-65535 (default 8000)")
+    serve.add_argument(
+        "--allow-remote", action="store_true",
+        help="let --host be 0.0.0.0 or ::, so other machines can connect (no authentication, no TLS)",
+    )  # fmt: skip
+    serve.add_argument("--batch-size", type=positive_int, default=64, help="sentences per forward pass")
+    serve.add_argument("--max-batch-size", type=positive_int, default=32, help="requests tagged together")
+    serve.add_argument(
+        "--batch-timeout", type=positive_seconds, default=0.005,
+        help="seconds to wait for more requests after the first of a batch (default 0.005)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads of the model worker (1 is fastest on a busy machine)",
+    )
+    serve.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

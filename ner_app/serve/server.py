@@ -1,0 +1,258 @@
+"""``serve``: an exported tagger behind HTTP with LitServe, loaded once, requests batched (docs/serving.md).
+
+Processes: this one (LitServe's supervisor; it never imports torch), one HTTP process (uvicorn; it checks
+every body, ``http_guard.py``) and one inference worker (it loads the export once and tags). The worker
+collects requests for up to ``batch_timeout`` seconds (at most ``max_batch_size``) and tags the texts of all
+of them in one ``Predictor.predict_texts`` call, so sentences are batched across requests. SIGTERM stops the
+HTTP process first (it stops accepting, answers what is in flight), then the worker; the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from types import FrameType
+from typing import Any
+
+import litserve as ls  # type: ignore[import-untyped]
+from litserve.loops.base import _SENTINEL_VALUE  # type: ignore[import-untyped]
+from litserve.loops.simple_loops import BatchedLoop  # type: ignore[import-untyped]
+from litserve.utils import WorkerSetupStatus  # type: ignore[import-untyped]
+from starlette.exceptions import HTTPException
+
+from ner_app.errors import NerAppError
+from ner_app.serve.http_guard import PredictGuard, http_error
+
+LOOPBACK = "127.0.0.1"
+ALL_INTERFACES = ("0.0.0.0", "::")  # what LitServe binds besides loopback
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """What ``serve`` runs: the export, where it listens, and how it batches."""
+
+    model: Path | None  # None: the shipped tagger (resolved in the worker: its module imports torch)
+    host: str = LOOPBACK
+    port: int = 8000
+    device: str = "cpu"
+    threads: int | None = None  # torch CPU threads of the worker (None: torch's default)
+    batch_size: int = 64  # sentences per forward pass
+    max_batch_size: int = 32  # requests tagged together
+    batch_timeout: float = 0.005  # seconds the worker waits for more requests after the first
+    timeout: float = 30.0  # seconds a request may wait in the queue before a 504
+    log_level: str = "warning"
+
+
+def bind_address(host: str, allow_remote: bool) -> str:
+    """The address to listen on: loopback, or all interfaces only with ``allow_remote``."""
+    if host in (LOOPBACK, "localhost"):
+        return LOOPBACK
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        raise NerAppError(f"--host {host}: LitServe listens on 127.0.0.1 for loopback; use --host 127.0.0.1")
+    if not allow_remote:
+        raise NerAppError(
+            f"--host {host} is not a loopback address; the server has no authentication and no TLS, so it "
+            "answers only this machine unless --allow-remote is given"
+        )
+    if host not in ALL_INTERFACES:
+        raise NerAppError(
+            f"--host {host}: LitServe listens on 127.0.0.1, 0.0.0.0 (all IPv4 interfaces) or :: (all) only"
+        )
+    return host
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port this process cannot listen on, before the model is loaded (uvicorn would exit 1)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise NerAppError(
+                f"--port {port}: cannot listen on {host}:{port} ({err.strerror}); choose another port"
+            ) from None
+
+
+class CollectingLoop(BatchedLoop):
+    """LitServe's batched loop, waiting without polling: it blocks for the first request, then takes what
+    is queued and what arrives within ``batch_timeout``. (LitServe's own loop asks the queue every
+    millisecond, or without pause when the timeout is 0: a busy core on an idle server.)"""
+
+    def get_batch_requests(self, lit_api: Any, request_queue: Any, transport: Any) -> tuple[list, list]:
+        try:
+            items = [request_queue.get(timeout=1.0)]
+        except Empty:
+            return [], []
+        deadline = time.monotonic() + lit_api.batch_timeout
+        while len(items) < lit_api.max_batch_size and items[-1] != _SENTINEL_VALUE:
+            try:
+                items.append(request_queue.get_nowait())
+            except Empty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    items.append(request_queue.get(timeout=remaining))
+                except Empty:
+                    break
+        batch, late = [], []
+        limit = lit_api.request_timeout
+        for item in items:
+            if item == _SENTINEL_VALUE:
+                continue
+            queue_id, uid, timestamp, payload = item
+            if limit not in (None, False, -1) and time.monotonic() - timestamp > limit:
+                late.append((queue_id, uid))  # answered 504 by the loop
+            else:
+                batch.append((queue_id, uid, payload))
+        return batch, late
+
+
+class TaggerAPI(ls.LitAPI):
+    """The inference worker's side: load the export once, tag the texts of a batch of requests together."""
+
+    def __init__(self, spec: ServeSpec, errors: Any) -> None:
+        super().__init__(
+            max_batch_size=spec.max_batch_size, batch_timeout=spec.batch_timeout, loop=CollectingLoop()
+        )
+        self.serve_spec, self.errors = spec, errors
+        self.predictor: Any = None  # a Predictor once setup ran
+
+    def setup(self, device: str) -> None:
+        import torch
+
+        from ner_app.serve.api import SHIPPED_MODEL, shipped  # torch and Lightning only in the worker
+        from ner_app.serve.predictor import Predictor
+
+        ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
+        if self.serve_spec.threads:
+            torch.set_num_threads(self.serve_spec.threads)
+        try:
+            model = self.serve_spec.model or shipped(SHIPPED_MODEL, "CoNLL-2003 tagger (--model)")
+            self.predictor = Predictor.from_export(
+                model, device=device, batch_size=self.serve_spec.batch_size
+            )
+        except NerAppError as err:
+            self.errors.put(str(err))  # the supervisor prints it as the one error line
+            logging.getLogger("litserve.loops.loops").disabled = True  # and no traceback besides
+            raise
+        list(self.predictor.predict_texts(["Warm up the predict loop ."]))  # the first request is not slower
+
+    # No annotation: LitServe makes the parameter's annotation the route's request type (a dict would be
+    # read from the query string); the request is the parsed JSON body, checked by request_body.py.
+    def decode_request(self, request):
+        return request["texts"]
+
+    def batch(self, inputs: list[list[str]]) -> list[list[str]]:
+        return inputs
+
+    def predict(self, batch: list[list[str]]) -> list[list[dict[str, Any]]]:
+        assert self.predictor is not None
+        found = list(self.predictor.predict_texts([text for texts in batch for text in texts]))
+        out, start = [], 0
+        for texts in batch:
+            out.append(found[start : start + len(texts)])
+            start += len(texts)
+        return out
+
+    def unbatch(self, output: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        return output
+
+    def encode_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"results": output}
+
+
+class _StoppedEarly(Exception):
+    """SIGTERM while the model was loading."""
+
+
+class TaggerServer(ls.LitServer):
+    """LitServer that reports a worker's failed start in one line and stops on SIGTERM without dropping
+    requests in flight."""
+
+    def __init__(self, spec: ServeSpec) -> None:
+        self.serve_spec, self.errors, self.stopping = (
+            spec,
+            multiprocessing.get_context("spawn").SimpleQueue(),
+            False,
+        )
+        accelerator = "cuda" if spec.device == "cuda" else "cpu"
+        super().__init__(TaggerAPI(spec, self.errors), accelerator=accelerator, devices=1,
+                         timeout=spec.timeout, middlewares=[(PredictGuard, {"path": "/predict"})],
+                         disable_openapi_url=True)  # fmt: skip
+        self.app.add_exception_handler(HTTPException, http_error)
+
+    def stop(self) -> None:
+        """Begin the shutdown (from a signal handler: in a thread, since the manager is a socket away)."""
+        self.stopping = True
+        if self._shutdown_event is not None:
+            threading.Thread(target=self._shutdown_event.set, daemon=True).start()
+
+    def verify_worker_status(self) -> None:
+        """Wait until the worker has loaded the export; its error (or its death) is one ``NerAppError``."""
+        while True:
+            failed = not self.errors.empty() or any(
+                v == WorkerSetupStatus.ERROR for v in self.workers_setup_status.values()
+            )
+            if failed or self.stopping or not all(w.is_alive() for w in self.inference_workers):
+                for worker in self.inference_workers:
+                    worker.terminate()
+                    worker.join(timeout=10)
+                if self.stopping and not failed:
+                    raise _StoppedEarly
+                message = self.errors.get() if not self.errors.empty() else None
+                raise NerAppError(message or "the model worker failed to start (its error is above)")
+            if any(v == WorkerSetupStatus.READY for v in self.workers_setup_status.values()):
+                return
+            time.sleep(0.05)
+
+    def _start_server(self, *args: Any, **kwargs: Any) -> Any:
+        workers = super()._start_server(*args, **kwargs)
+        ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
+        spec = self.serve_spec
+        host = f"[{spec.host}]" if ":" in spec.host else spec.host
+        print(f"serving {spec.model or 'the shipped CoNLL-2003 tagger'} at http://{host}:{spec.port} "
+              "(POST /predict, GET /health); SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)  # fmt: skip
+        return workers
+
+
+def serve(spec: ServeSpec) -> int:
+    """Run the server until SIGTERM or Ctrl-C; 0 when it stopped cleanly."""
+    check_port(spec.host, spec.port)
+    server = TaggerServer(spec)
+
+    supervisor = os.getpid()
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != supervisor:  # a forked child (HTTP, manager) inherited this handler: default action
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        print("SIGTERM: answering the requests in flight, then stopping", file=sys.stderr, flush=True)
+        server.stop()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        server.run(host=spec.host, port=spec.port, log_level=spec.log_level, generate_client_file=False,
+                   access_log=False)  # fmt: skip
+    except _StoppedEarly:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print("stopped", file=sys.stderr, flush=True)
+    return 0
