@@ -35,25 +35,35 @@ def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[s
 def _train(args: argparse.Namespace) -> int:
     import logging
 
+    from ner_app.cli.seeds import SeedsError, parse_seeds, train_seeds
     from ner_app.config.load import load_config
 
+    # the seeds before the config: the cheaper error first
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    if seeds is None and args.parallel is not None:
+        raise SeedsError("--parallel N goes with --seeds (it trains N seeds at a time)")
     cfg = load_config(args.config, args.overrides)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if seeds is None:
+        return _train_once(cfg, args.resume)
+    return train_seeds(cfg, seeds, args.config, args.overrides, args.parallel, _train_once)
+
+
+def _train_once(cfg: Any, resume: bool) -> int:
+    """One training run of ``cfg``, then its HTML report; the last line names the report."""
     from ner_app.train.run import run_training  # heavy imports after the config is known to be valid
 
-    metrics = _until_sigterm(lambda: run_training(cfg, resume=args.resume), cfg.output_dir)
+    metrics = _until_sigterm(lambda: run_training(cfg, resume=resume), cfg.output_dir)
     if metrics is None:
         return SIGTERM_EXIT
     if not metrics:  # a DDP rank other than 0: rank 0 reports
         return 0
     from ner_app.report.run_report import report_after_training
 
-    report_after_training(
-        Path(cfg.output_dir)
-    )  # never raises: the results are already on disk (docs/reports.md)
-    print(
-        f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}  ({cfg.output_dir}/metrics.json)"
-    )
+    report = report_after_training(Path(cfg.output_dir))  # never raises: the results are already on disk
+    dev, test = metrics["dev"]["f1"], metrics["test"]["f1"]
+    print(f"\ndev F1 {dev:.2f}  test F1 {test:.2f}  ({cfg.output_dir}/metrics.json)")
+    print(f"report: {report}" if report else "report: none written (see the warning above)", flush=True)
     return 0
 
 

@@ -22,6 +22,15 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
     )
+    parser.add_argument(
+        "--seeds", metavar="SPEC",
+        help="one run per seed (1-5, 1,3,5 or 1-3,7), each in output_dir/seedN, then their compare table; "
+        "run again, it skips finished seeds and continues interrupted ones",
+    )  # fmt: skip
+    parser.add_argument(
+        "--parallel", type=positive_int, metavar="N",
+        help="with --seeds: train N seeds at a time, as child processes of one thread each",
+    )  # fmt: skip
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
 
 

@@ -35,6 +35,9 @@ class RuntimeConfig:
     log_every_n_steps: int = 50  # Lightning logging interval
     max_time_minutes: float | None = None  # stop training after this long (then export/report the best)
     enable_progress_bar: bool = True  # Lightning progress bar
+    # where the metrics go besides logs/metrics.csv (always written; the run report reads it): tensorboard also
+    # writes TensorBoard event files to logs/tensorboard (needs the tensorboard package)
+    logger: Literal["csv", "tensorboard"] = "csv"
 
 
 # ----------------------------------------------------------------------------- tagger tree
@@ -90,6 +93,12 @@ class ElmoConfig:
 class OptimConfig:
     lr: float = 0.001  # Adam learning rate
     grad_clip: float = 5.0  # gradient-norm clipping threshold
+    # learning-rate schedule: none (constant lr), linear (warm-up, then linear decay to 0 at the last step of
+    # trainer.max_epochs), plateau (lr x plateau_factor when dev F1 has not improved for plateau_patience epochs)
+    schedule: Literal["none", "linear", "plateau"] = "none"
+    warmup_fraction: float = 0.1  # linear: the share of the optimiser steps that raise lr up to optim.lr
+    plateau_factor: float = 0.5  # plateau: multiply lr by this on a plateau
+    plateau_patience: int = 2  # plateau: epochs without a better dev F1 before lr drops
 
 
 @dataclass
@@ -97,6 +106,7 @@ class TrainerConfig(RuntimeConfig):
     max_epochs: int = 50  # upper bound on training epochs
     patience: int = 10  # early stopping on dev entity F1
     limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
+    accumulate_grad_batches: int = 1  # one optimiser step per N batches, on their mean gradient (Lightning's)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 import time
 import warnings
@@ -19,14 +20,16 @@ from ner_app.progress import STEPS, stderr_is_terminal
 
 
 class EpochLines(ProgressBar):
-    """Lightning's progress display for logs: a line per training epoch, or per 10% of ``max_steps`` when the
-    run is bounded by steps (biLM pretraining), with the logged metrics; nothing for evaluation loops."""
+    """Lightning's progress display for logs: a line per 10% of a training epoch and one at its end, or per 10%
+    of ``max_steps`` when the run is bounded by steps (biLM pretraining), with the logged metrics; nothing for
+    evaluation loops."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__()
         self.stream, self._enabled = stream, True
         self._start = time.perf_counter()
         self._reported = 0  # tenths of max_steps already written
+        self._epoch_reported = 0  # tenths of the current epoch's batches already written
 
     def disable(self) -> None:
         self._enabled = False
@@ -52,8 +55,22 @@ class EpochLines(ProgressBar):
         if trainer.max_steps > 0:  # a resumed run does not repeat the tenths it already reported
             self._reported = math.floor(STEPS * trainer.global_step / trainer.max_steps)
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
-        if trainer.max_steps <= 0:
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_reported = 0
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.max_steps <= 0:  # bounded by epochs: a line per 10% of the epoch, the epoch line at 100%
+            batches = trainer.num_training_batches
+            if not math.isfinite(batches) or batches < 1:
+                return
+            tenths = math.floor(STEPS * (batch_idx + 1) / batches)
+            if self._epoch_reported < tenths < STEPS:
+                self._epoch_reported = tenths
+                epochs = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+                where = f"epoch {trainer.current_epoch + 1}{epochs} {10 * tenths}% (batch {batch_idx + 1}/{batches})"
+                self._write(trainer, f"{where} step {trainer.global_step}")
             return
         tenths = min(STEPS, math.floor(STEPS * trainer.global_step / trainer.max_steps))
         if tenths > self._reported:
@@ -85,11 +102,20 @@ KNOWN_WARNINGS = (
 )
 
 
+# Lightning's device summary on a machine without a GPU: "GPU available: False, used: False" and the same for
+# TPUs (and HPUs), which say nothing on a CPU run; with a GPU they are kept (which device the run used).
+_ABSENT_DEVICE = re.compile(r"^[A-Z]PU available: False")
+
+
 class NoProductTips(logging.Filter):
-    """Drops Lightning's product tips ("💡 Tip: ... install litlogger"): an advert, not about this run."""
+    """Drops Lightning's product tips ("💡 Tip: ... install litlogger"): an advert, not about this run; and
+    its device summary where no GPU exists (``_ABSENT_DEVICE``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip")
+        message = str(record.msg)
+        if message.startswith("💡 Tip"):
+            return False
+        return not (_ABSENT_DEVICE.match(message) and not torch.cuda.is_available())
 
 
 def silence_known_warnings() -> None:

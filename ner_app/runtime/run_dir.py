@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ RESUMABLE_KEYS = {
     "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
     "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
     "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
-    "train.log_every_n_steps", "train.val_every_n_steps", "train.patience",
+    "train.log_every_n_steps", "train.val_every_n_steps", "train.patience", "trainer.logger", "train.logger",
 }  # fmt: skip
 
 
@@ -152,14 +152,17 @@ def data_fingerprint(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def run_identity(config: dict[str, Any], data: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``) and the data.
+def run_identity(
+    config: dict[str, Any], data: str, defaults: dict[str, Any] | None = None, pinned: Iterable[str] = ()
+) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the config (without ``RESUMABLE_KEYS``, except the
+    ``pinned`` ones this run cannot change) and the data.
 
     ``defaults`` (the schema's default tree) lets ``check_identity`` accept a checkpoint written before a key
     existed, as long as the key keeps its default (which is what the older program did).
     """
-    flat = flatten_tree(config)
-    identity = {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS}, "data": data}
+    flat, kept = flatten_tree(config), set(pinned)
+    identity = {"config": {k: v for k, v in flat.items() if k not in RESUMABLE_KEYS - kept}, "data": data}
     return {**identity, "defaults": flatten_tree(defaults)} if defaults is not None else identity
 
 
@@ -175,9 +178,13 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
     )
     if changed:
         shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
+        # a resumable key that differs is one this run keeps in its identity (``run_identity``'s ``pinned``)
+        pinned = [k for k in changed if k in RESUMABLE_KEYS]
+        may = (f"{pinned[0]} stays as it was in this run: its learning-rate schedule is laid out over it" if pinned
+               else f"it may change {', '.join(sorted(k for k in RESUMABLE_KEYS if '.' in k)[:4])}, ...")  # fmt: skip
         raise RunFolderError(
             f"{path}: written by a run with another config ({shown}); --resume only continues the same run "
-            f"(it may change {', '.join(sorted(k for k in RESUMABLE_KEYS if '.' in k)[:4])}, ...)"
+            f"({may})"
         )
     if found.get("data") != expected["data"]:
         raise RunFolderError(f"{path}: written by a run on other data (the data files' fingerprint differs)")

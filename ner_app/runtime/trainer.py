@@ -7,8 +7,10 @@ from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.loggers import Logger, TensorBoardLogger
 
-from ner_app.config.schema import RuntimeConfig
+from ner_app.config.schema import BilmTrainConfig, RuntimeConfig
+from ner_app.errors import NerAppError
 from ner_app.runtime.checkpoint import SafeCheckpointIO
 from ner_app.runtime.devices import choose_precision
 from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
@@ -29,6 +31,8 @@ def build_trainer(
     ``val_check_interval``, ...)."""
     accelerator, precision = choose_precision(runtime.accelerator, runtime.precision)
     silence_known_warnings()
+    section = "train" if isinstance(runtime, BilmTrainConfig) else "trainer"
+    require_logger(runtime.logger, f"{section}.logger")
     max_time = {"minutes": runtime.max_time_minutes} if runtime.max_time_minutes else None
     return pl.Trainer(
         accelerator=accelerator, devices=runtime.devices, num_nodes=runtime.num_nodes, strategy=runtime.strategy,
@@ -36,13 +40,37 @@ def build_trainer(
         max_time=max_time,  # type: ignore[arg-type]  # minutes may be fractional; Lightning takes a float
         gradient_clip_val=grad_clip, gradient_clip_algorithm="norm",
         callbacks=[*callbacks, *lightning_progress(runtime.enable_progress_bar)],
-        logger=ResumableCSVLogger(run_dir, "logs", keep_below) if run_dir is not None else False,
+        logger=run_loggers(runtime.logger, run_dir, keep_below) if run_dir is not None else False,
         plugins=[SafeCheckpointIO()], log_every_n_steps=runtime.log_every_n_steps,
         enable_progress_bar=runtime.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
         default_root_dir=run_dir,
         use_distributed_sampler=False,  # every loader of this project shards by rank itself
         **loops,
     )  # fmt: skip
+
+
+def require_logger(name: str, key: str) -> None:
+    """Refuse, in one line and before anything runs, a logger whose package is not installed."""
+    if name != "tensorboard":
+        return
+    try:
+        import torch.utils.tensorboard  # noqa: F401  (the writer Lightning's TensorBoardLogger uses)
+    except ImportError:
+        raise NerAppError(
+            f"{key}=tensorboard: the tensorboard package is not installed (pip install tensorboard); "
+            f"{key}=csv logs without it"
+        ) from None
+
+
+def run_loggers(name: str, run_dir: Path, keep_below: int | None) -> list[Logger]:
+    """The run's CSV log ``run_dir/logs/metrics.csv`` (always: the run report reads it), first, so that it is
+    Lightning's ``trainer.logger``; with ``tensorboard`` also TensorBoard event files in ``logs/tensorboard``."""
+    loggers: list[Logger] = [ResumableCSVLogger(run_dir, "logs", keep_below)]
+    if name == "tensorboard":
+        loggers.append(
+            TensorBoardLogger(run_dir, name="logs", version="tensorboard", default_hp_metric=False)
+        )
+    return loggers
 
 
 def evaluation_trainer() -> pl.Trainer:

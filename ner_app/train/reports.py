@@ -52,3 +52,20 @@ def text_report(
         "seqeval, default mode (conlleval scoring), original tags:\n"
         f"{default}\nseqeval, strict mode, {train_scheme} tags:\n{strict}"
     )
+
+
+def percent_table(scores: dict[str, Any]) -> str:
+    """``entity_scores`` as one table in percent: a row per entity type, then all types together."""
+    rows = [(name, v) for name, v in sorted(scores["per_type"].items())]
+    support = sum(int(v["support"]) for _, v in rows)
+    rows.append(("all", {**scores, "support": support}))
+    width = max(len("type"), *(len(name) for name, _ in rows))
+    lines = [
+        "entity scores in percent (seqeval, conlleval scoring):",
+        f"{'type':<{width}}  precision  recall      F1  support",
+    ]
+    for name, v in rows:
+        lines.append(
+            f"{name:<{width}}  {v['precision']:9.2f}  {v['recall']:6.2f}  {v['f1']:6.2f}  {v['support']:7d}"
+        )
+    return "\n".join(lines)

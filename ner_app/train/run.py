@@ -28,9 +28,10 @@ from ner_app.files import write_text
 from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
 from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, resumed_step, run_identity
-from ner_app.runtime.trainer import build_trainer
+from ner_app.runtime.trainer import build_trainer, require_logger
 from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.export import export_model
+from ner_app.tagger.glove import embedding_matrix, load_glove
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
@@ -38,10 +39,9 @@ from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import EVALUATED, Corpus, load_corpus
 from ner_app.train.datamodule import ConllDataModule
-from ner_app.tagger.glove import embedding_matrix, load_glove
 from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
-from ner_app.train.module import TaggerModule
-from ner_app.train.reports import text_report
+from ner_app.train.module import LrSchedule, TaggerModule
+from ner_app.train.reports import percent_table, text_report
 
 log = logging.getLogger("ner_app")
 
@@ -119,8 +119,10 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         write_predictions(
             run_dir / f"predictions_{split}.conll", data.tokens, data.source_tags, predicted_source
         )
-        if split == "test":
-            print(f"\nTest set ({len(data.tokens)} sentences):\n{text}")
+        # the console shows one table per split, in percent as metrics.json; the file keeps seqeval's reports
+        print(
+            f"\n{split.capitalize()} set ({len(data.tokens)} sentences), {percent_table(evaluation.scores)}"
+        )
     elmo = module.tagger.elmo
     metrics = RunMetrics(
         scores["dev"], scores["test"],
@@ -136,6 +138,7 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
     check_train_config(cfg)  # before the run folder is checked: a config error comes first
+    require_logger(cfg.trainer.logger, "trainer.logger")
     run_dir = Path(cfg.output_dir)
     with opened_run(run_dir, resume) as last:
         return _run_training(cfg, run_dir, last, resume)
@@ -145,7 +148,9 @@ def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
     d = cfg.data
     files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
     data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
-    return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()))
+    # A linear schedule decays to 0 at the last step of max_epochs: another max_epochs would be another run.
+    pinned = ["trainer.max_epochs"] if cfg.optim.schedule == "linear" else []
+    return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()), pinned)
 
 
 def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> dict[str, Any]:
@@ -167,7 +172,9 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
                          eval_max_tokens=d.eval_max_tokens_per_batch)  # fmt: skip
     tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
-    module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
+    o = cfg.optim
+    schedule = LrSchedule(o.schedule, o.warmup_fraction, o.plateau_factor, o.plateau_patience)
+    module = TaggerModule(tagger, spec, gold, lr=o.lr, l2_coef=cfg.elmo.l2_coef, schedule=schedule)
 
     # Two callbacks (the best file is then named, not asked for as "best"): Lightning 2.6 writes a
     # ``save_last`` copy only in an epoch whose score improved, so a killed run would redo up to ``patience``
@@ -179,12 +186,15 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
                                  train_throughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
-    trainer = build_trainer(cfg.trainer, callbacks, run_dir, keep_below, grad_clip=cfg.optim.grad_clip,
-                            max_epochs=cfg.trainer.max_epochs, limit_train_batches=cfg.trainer.limit_train_batches)  # fmt: skip
+    t = cfg.trainer
+    trainer = build_trainer(t, callbacks, run_dir, keep_below, grad_clip=o.grad_clip, max_epochs=t.max_epochs,
+                            limit_train_batches=t.limit_train_batches,
+                            accumulate_grad_batches=t.accumulate_grad_batches)  # fmt: skip
     trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
     chosen = best.best_model_path or None  # None: no complete dev pass; keep the last weights
+    # The best weights are loaded once, by the dev pass; the test pass evaluates the same weights in the module.
     trainer.validate(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
-    trainer.test(module, datamodule=dm, ckpt_path=chosen, verbose=False, weights_only=True)
+    trainer.test(module, datamodule=dm, verbose=False)
     metrics: dict[str, Any] = {}
     if trainer.is_global_zero:
         metrics = write_reports(module, corpus, run_dir)

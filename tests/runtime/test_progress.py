@@ -1,13 +1,17 @@
-"""When stderr is not a terminal, progress is plain lines: no carriage returns, one line per epoch or per 10%."""
+"""When stderr is not a terminal, progress is plain lines: no carriage returns, a line per 10% (of an epoch or of
+the steps); and the rest of what a training prints there (its tables, Lightning's lines, the report last)."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 from ner_app.progress import LineProgress, track
 
@@ -48,7 +52,7 @@ def test_track_yields_every_item(capsys) -> None:
     assert list(track(range(3), "silent", enabled=False)) == [0, 1, 2] and capsys.readouterr().err == ""
 
 
-def test_training_log_has_one_line_per_epoch(tmp_path: Path) -> None:
+def test_training_log_has_a_line_per_tenth_of_an_epoch(tmp_path: Path) -> None:
     out, err = run_cli(
         tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
         f"elmo.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=3", "trainer.enable_progress_bar=true",
@@ -58,19 +62,47 @@ def test_training_log_has_one_line_per_epoch(tmp_path: Path) -> None:
     text = err.decode()
     epochs = re.findall(r"^epoch (\d+)/3 step \d+: .*train_loss .*val_f1 ", text, re.M)
     assert epochs == ["1", "2", "3"]
+    # inside an epoch (3 batches), a line each time another 10% of its batches is done: after 1/3 and 2/3
+    tenths = re.findall(r"^epoch (\d+)/3 (\d+)% \(batch (\d)/3\) step (\d+): train_loss ", text, re.M)
+    assert tenths == [
+        (str(e), p, b, str(3 * (e - 1) + int(b))) for e in (1, 2, 3) for p, b in (("30", "1"), ("60", "2"))
+    ]
     fill = re.findall(r"^biLM: ", text, re.M)  # the layer cache fill, at most once per 10%
     assert 1 <= len(fill) <= 10
     # Lightning's warnings that are intended here (the frozen biLM in eval mode) stay out of the log
     assert "in eval mode" not in text and "LeafSpec" not in text and "litlogger" not in text, text
     assert "multiple `ModelCheckpoint`" not in text, text  # the best checkpoint is named, not asked for
     # ... and so does the "Checkpoint directory ... exists and is not empty" of every --resume
-    _, err = run_cli(
+    assert_console(out.decode(), text, tmp_path / "run")
+    out, err = run_cli(
         tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
         f"elmo.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=4", "trainer.enable_progress_bar=true",
         "trainer.threads=1", "--resume",
     )  # fmt: skip
-    assert re.findall(r"^epoch (\d+)/4 ", err.decode(), re.M) == ["4"]
+    assert re.findall(r"^epoch (\d+)/4 step ", err.decode(), re.M) == ["4"]
     assert "is not empty" not in err.decode(), err.decode()
+    assert_console(out.decode(), err.decode(), tmp_path / "run")
+
+
+def assert_console(out: str, err: str, run: Path) -> None:
+    """What ``train`` prints: one table per evaluated split in percent (the report files keep seqeval's), each
+    Lightning line once, no device summary without a GPU, and the report named last."""
+    assert out.count("Dev set (5 sentences), entity scores in percent") == 1
+    assert out.count("Test set (5 sentences), entity scores in percent") == 1
+    # seqeval's own table (fractions) is in report_*.txt only
+    assert "precision    recall  f1-score" not in out
+    metrics = json.loads((run / "metrics.json").read_text())
+    for split in ("dev", "test"):  # all types together: the numbers of metrics.json, in percent
+        m = metrics[split]
+        row = rf"^all +{m['precision']:.2f} +{m['recall']:.2f} +{m['f1']:.2f} +13$"
+        assert re.search(row, out, re.M), out
+    assert out.splitlines()[-1] == f"report: {run / 'report.html'}" and (run / "report.html").is_file()
+    assert f"dev F1 {metrics['dev']['f1']:.2f}  test F1 {metrics['test']['f1']:.2f}" in out.splitlines()[-2]
+    logged = [line for line in err.splitlines() if line.startswith(("Restoring", "Loaded", "Restored"))]
+    assert len(logged) == len(set(logged)), logged  # the best checkpoint is loaded once, for dev and test
+    assert f"Restoring states from the checkpoint path at {run / 'checkpoints' / 'best.ckpt'}" in logged
+    if not torch.cuda.is_available():  # Lightning's "GPU available: False" and "TPU available: False" lines
+        assert "available: False" not in err, err
 
 
 def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> None:
@@ -87,3 +119,19 @@ def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> 
     steps = re.findall(r"^step (\d+)/20 \((\d+)%\): .*train_loss ", err.decode(), re.M)
     assert steps == [(str(2 * k), str(10 * k)) for k in range(1, 11)]
     assert "weights_only" not in err.decode() and "LeafSpec" not in err.decode(), err.decode()
+
+
+def test_device_summary_is_dropped_only_where_no_gpu_exists() -> None:
+    import logging
+
+    from ner_app.runtime.log_progress import NoProductTips
+
+    def kept(message: str) -> bool:
+        return NoProductTips().filter(logging.LogRecord("x", logging.INFO, "", 0, message, None, None))
+
+    assert kept("GPU available: True (cuda), used: True") and kept(
+        "Restoring states from the checkpoint path at x"
+    )
+    assert not kept("💡 Tip: For seamless cloud logging, install litlogger")
+    for line in ("GPU available: False, used: False", "TPU available: False, using: 0 TPU cores"):
+        assert kept(line) == torch.cuda.is_available()  # said on a GPU machine, noise on a CPU one

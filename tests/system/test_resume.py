@@ -1,9 +1,15 @@
 """Exact resume (docs/reliability.md): a run stopped at any epoch (tagger) or step (biLM) and continued with
-``--resume`` ends bit for bit like the uninterrupted run, with the layer cache on and off."""
+``--resume`` ends bit for bit like the uninterrupted run, with the layer cache on and off and with each
+learning-rate schedule."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +54,82 @@ def test_tagger_resume_is_exact(tmp_path: Path, tiny_bilm_files, stop: int, cach
     rows = [(p / "logs" / "metrics.csv").read_text().splitlines() for p in (whole, parts)]
     loss = [[r for r in log if r.count(",") and "train_loss" not in r] for log in rows]
     assert len(loss[0]) == len(loss[1])
+    scores = [json.loads((p / "metrics.json").read_text()) for p in (whole, parts)]
+    for split in ("dev", "test"):
+        for m in scores:
+            m[split].pop("sentences_per_s")
+        assert scores[0][split] == scores[1][split]
+
+
+def test_plateau_schedule_resumes_exactly(tmp_path: Path, tiny_bilm_files) -> None:
+    """The plateau scheduler's state (best dev F1, epochs without it) travels in last.ckpt: a run stopped at
+    epoch 3 and continued to 7 lowers the lr at the same epochs as the uninterrupted one."""
+    schedule = ("optim.schedule=plateau", "optim.plateau_patience=0")
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.main(train_args(whole, None, tiny_bilm_files, *schedule, "trainer.max_epochs=7")) == 0
+    assert train.main(train_args(parts, None, tiny_bilm_files, *schedule, "trainer.max_epochs=3")) == 0
+    assert (
+        train.main([*train_args(parts, None, tiny_bilm_files, *schedule, "trainer.max_epochs=7"), "--resume"])
+        == 0
+    )
+    assert_same_weights(final_state(whole), final_state(parts))
+    lrs = [torch.load(p / "checkpoints" / "last.ckpt", weights_only=True)["optimizer_states"][0]["param_groups"][0]["lr"]
+           for p in (whole, parts)]  # fmt: skip
+    assert lrs[0] == lrs[1] < 0.01  # the schedule did lower it
+
+
+def test_linear_schedule_refuses_another_max_epochs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A linear schedule decays to 0 at the last step of trainer.max_epochs: a --resume that changes it would
+    continue another schedule, so it is refused (other runs may change max_epochs)."""
+    run = tmp_path / "run"
+    base = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"elmo.cache_dir={tmp_path / 'c'}",
+            "trainer.threads=1", "optim.schedule=linear"]  # fmt: skip
+    assert train.main([*base, "trainer.max_epochs=1"]) == 0
+    capsys.readouterr()
+    assert train.main([*base, "trainer.max_epochs=2", "--resume"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "(trainer.max_epochs: 1 -> 2)" in err[0], err
+    assert (
+        "trainer.max_epochs stays as it was in this run: its learning-rate schedule is laid out over it"
+        in err[0]
+    )
+
+
+def last_checkpoint_writes(last: Path) -> set[tuple[int, int]]:
+    """The distinct files that have been ``last`` so far (each atomic write is a new file), seen once."""
+    try:
+        stat = last.stat()
+    except FileNotFoundError:
+        return set()
+    return {(stat.st_ino, stat.st_mtime_ns)}
+
+
+@pytest.mark.slow
+def test_linear_schedule_resumes_exactly_after_sigterm(tmp_path: Path, tiny_bilm_files) -> None:
+    """A linear schedule is laid out over trainer.max_epochs, so its run is stopped for real (SIGTERM after
+    its second epoch's checkpoint, in a child process) rather than by a shorter max_epochs; --resume then ends
+    bit for bit as the uninterrupted run, with gradient accumulation on."""
+    keys = ("optim.schedule=linear", "optim.warmup_fraction=0.2", "trainer.accumulate_grad_batches=2",
+            "trainer.max_epochs=12")  # fmt: skip
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.main(train_args(whole, None, tiny_bilm_files, *keys)) == 0
+    command = [sys.executable, str(ROOT / "train.py"), *train_args(parts, None, tiny_bilm_files, *keys)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    last, seen, deadline = parts / "checkpoints" / "last.ckpt", set(), time.monotonic() + 240
+    while len(seen) < 2:
+        assert child.poll() is None, "the run finished before the signal"
+        assert time.monotonic() < deadline, "the second checkpoint never came"
+        seen |= last_checkpoint_writes(last)
+        time.sleep(0.002)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 143, err[-2000:]
+    assert not (parts / "metrics.json").exists() and 1 <= torch.load(last, weights_only=True)["epoch"] < 11
+    assert train.main([*train_args(parts, None, tiny_bilm_files, *keys), "--resume"]) == 0
+    assert_same_weights(final_state(whole), final_state(parts))
     scores = [json.loads((p / "metrics.json").read_text()) for p in (whole, parts)]
     for split in ("dev", "test"):
         for m in scores:
