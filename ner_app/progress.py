@@ -3,7 +3,8 @@
 A tqdm bar redraws itself with carriage returns; written to a file or a pipe that becomes one huge line per bar
 (Lightning's bar alone writes one redraw per batch). When stderr is not a terminal, the loops of this project
 report instead with whole lines on stderr: an iteration or a download at most once per 10% of its total
-(``LineProgress``); Lightning's training loops once per epoch, or once per 10% of ``max_steps``
+(``LineProgress``); Lightning's training loops once per 10% of an epoch and at its end, or once per 10% of
+``max_steps``
 (``ner_app.runtime.log_progress``, kept apart so that commands without Lightning do not import it: 5 s).
 """
 

@@ -27,7 +27,7 @@ from ner_app.train.metrics import Mix, RunMetrics
 # Keys that change neither what is trained nor the result: left out of a run's recipe.
 OPERATIONAL_KEYS = {
     "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
-    "elmo.cache_dir", "data.num_workers",
+    "elmo.cache_dir", "data.num_workers", "trainer.logger",
 }  # fmt: skip
 BILM_KEY = "elmo.bilm"  # the biLM's weights fingerprint, in place of its file paths (metrics.json)
 BILM_PATHS = ("elmo.options", "elmo.weights")

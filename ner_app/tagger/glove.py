@@ -7,6 +7,7 @@ import importlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,17 +29,26 @@ class GloveMissingError(NerAppError):
     """``model.glove: package`` without the GloVe package installed (a plain ``pip install -e .``)."""
 
 
-def _load_package() -> tuple[list[str], np.ndarray]:
+def require_package() -> None:
+    """Raise ``GloveMissingError`` (one line, with the fix) unless the GloVe package can be imported."""
+    _import_package()
+
+
+def _import_package() -> Any:
     fix = (
         f'pip install {PACKAGE} (or pip install -e ".[glove]"), '
         "or set model.glove=null (no GloVe) or to a glove.6B.50d.txt path"
     )
     try:
-        module = importlib.import_module(_MODULE)
+        return importlib.import_module(_MODULE)
     except ImportError:
         raise GloveMissingError(
             f"model.glove=package needs the GloVe package '{PACKAGE}', which is not installed: {fix}"
         ) from None
+
+
+def _load_package() -> tuple[list[str], np.ndarray]:
+    module = _import_package()
     try:
         import pyarrow.parquet as pq  # the package's word list is parquet (pyarrow comes with `datasets`)
     except ImportError:

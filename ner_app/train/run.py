@@ -31,13 +31,13 @@ from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, r
 from ner_app.runtime.trainer import build_trainer, require_logger
 from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.export import export_model
-from ner_app.tagger.glove import embedding_matrix, load_glove
+from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
-from ner_app.train.corpus import EVALUATED, Corpus, load_corpus
+from ner_app.train.corpus import EVALUATED, Corpus, data_files, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
 from ner_app.train.module import LrSchedule, TaggerModule
@@ -146,8 +146,8 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
 
 def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
     d = cfg.data
-    files = [Path(d.dir) / f"{s}.txt" for s in ("train", "valid", "test")] if d.dir and not d.hub_name else []
-    data = data_fingerprint([f for f in files if f.is_file()]) if files else f"hub:{d.hub_name}"
+    files = data_files(d.dir) if d.dir and not d.hub_name else []  # CoNLL, parquet or save_to_disk files
+    data = data_fingerprint(files) if files else f"hub:{d.hub_name}"
     # A linear schedule decays to 0 at the last step of max_epochs: another max_epochs would be another run.
     pinned = ["trainer.max_epochs"] if cfg.optim.schedule == "linear" else []
     return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()), pinned)
@@ -163,6 +163,8 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
     d, m = cfg.data, cfg.model
+    if m.glove == "package":
+        require_package()  # before a corpus download: the missing package is the first thing to fix
     corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences)
     bilm, elmo_ref = load_elmo(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
