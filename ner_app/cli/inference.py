@@ -73,6 +73,23 @@ def embed(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
+    if args.onnx:
+        if args.checkpoint is not None:
+            raise NerAppError(
+                "--onnx converts an export folder (--model DIR), not a checkpoint: export the checkpoint first "
+                "(export --checkpoint CKPT --output DIR)"
+            )
+        from ner_app.tagger.onnx_export import export_onnx_from, require_onnxruntime
+
+        require_onnxruntime()  # before the shipped model is looked for: the missing package is the first fix
+        model = _model(args)
+        out = export_onnx_from(model, args.output)
+        print(f"exported {model} to ONNX in {out}", file=sys.stderr)
+        return 0
+    if args.checkpoint is None or args.model is not None:
+        raise NerAppError(
+            "export: give --checkpoint CKPT, or --onnx [--model EXPORT_DIR] to convert an export"
+        )
     from ner_app.train.export import export_checkpoint
 
     out = export_checkpoint(args.checkpoint, args.output)

@@ -97,12 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser(
         "export",
-        help="export a train.py checkpoint: safetensors weights, JSON vocabularies and spec, the biLM files",
+        help="export a train.py checkpoint: safetensors weights, JSON vocabularies and spec, the biLM files; "
+        "or, with --onnx, an export as ONNX graphs",
         description="Writes DIR/model.safetensors, DIR/tagger.json and DIR/bilm/{options.json,weights.hdf5}; "
-        "loading it runs no pickle.",
+        "loading it runs no pickle. With --onnx: converts the export --model into DIR/tagger.onnx, DIR/bilm.onnx, "
+        "DIR/crf.npz and DIR/onnx.json, which ner_app.serve.onnx_predictor runs with onnxruntime and numpy, "
+        "without torch (docs/serving.md).",
     )
-    export.add_argument("--checkpoint", required=True, help="a checkpoint from RUN/checkpoints/")
+    export.add_argument("--checkpoint", help="a checkpoint from RUN/checkpoints/ (required without --onnx)")
     export.add_argument("--output", required=True, help="the export directory")
+    export.add_argument(
+        "--onnx", action="store_true",
+        help="convert the export --model to ONNX graphs (needs onnxruntime: pip install 'ner_app[onnx]')",
+    )  # fmt: skip
+    export.add_argument(
+        "--model",
+        help="with --onnx: an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)",
+    )
 
     predict = commands.add_parser(
         "predict",

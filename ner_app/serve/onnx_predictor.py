@@ -1,0 +1,235 @@
+"""Tagging with an ONNX export (``ner-app export --onnx``) on onnxruntime and numpy alone: no torch.
+
+``OnnxPredictor(folder)`` answers as ``Predictor`` does for the same sentences: ``tag`` (tags of the training
+scheme and the probability of each), ``to_source`` and ``predict_texts`` (predict's JSON objects). Sentences
+are batched as predict batches them (by length, ``batch_size`` at a time; longer ones in pieces of
+``MAX_TOKENS``); the biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``).
+This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ner_app.errors import NerAppError
+from ner_app.files import read_json, sha256_file
+from ner_app.serve.onnx_crf import marginals, viterbi
+from ner_app.text.tags import convert, entities
+from ner_app.text.tokenizer import sentences as split_sentences
+from ner_app.text.vocab import Vocab
+
+ONNX_FORMAT = "ner_app.onnx/1"  # what tagger/onnx_export.py writes (a test keeps the two equal)
+MAX_TOKENS = 250  # predict's piece length (serve/predictor.py; a test keeps the two equal)
+MAX_MANIFEST_BYTES = 1 << 29  # onnx.json holds the vocabularies, like tagger.json
+# onnx.json's "elmo_chars": how char_mapper.token_to_ids turns a token into the biLM's char ids
+ELMO_CHARS = {"max_chars": int, "begin_word": int, "end_word": int, "pad": int, "shift": int,
+              "bos_token": str, "eos_token": str, "bos": list, "eos": list}  # fmt: skip
+
+
+class OnnxModelError(NerAppError):
+    """A folder that is not a readable ONNX export, or onnxruntime missing."""
+
+
+def _field(data: Any, key: str, kind: type | tuple[type, ...], source: str) -> Any:
+    """``data[key]`` of type ``kind``, or one line naming the key."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise OnnxModelError(f"{source}: key '{key}' is missing or of the wrong type; export the model again")
+    return value
+
+
+def _vocab(vocab: Any, key: str, source: str) -> Vocab:
+    entry = _field(vocab, key, dict, source)
+    tokens = _field(entry, "tokens", list, source)
+    specials, lowercase = (_field(entry, k, bool, source) for k in ("specials", "lowercase"))
+    return Vocab([str(t) for t in tokens], specials=specials, lowercase=lowercase)
+
+
+class OnnxPredictor:
+    """The tagger of an ONNX export folder; ``threads``: onnxruntime's threads per graph (default: its own).
+
+    ``tagger_graph`` and ``bilm_graph`` (None without ELMo) are the onnxruntime sessions, ``crf`` the CRF's
+    (start (K,), transitions (K, K), end (K,)) scores: for running one part alone.
+    """
+
+    def __init__(self, folder: str | Path, batch_size: int = 64, threads: int | None = None) -> None:
+        root = Path(folder)
+        path = root / "onnx.json"
+        if not path.is_file():
+            raise OnnxModelError(
+                f"{root}: not an ONNX export (no onnx.json); make one with ner-app export --onnx --model EXPORT "
+                "--output DIR"
+            )
+        manifest = read_json(path, MAX_MANIFEST_BYTES, OnnxModelError, "an ONNX export manifest")
+        if not isinstance(manifest, dict) or manifest.get("format") != ONNX_FORMAT:
+            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+            raise OnnxModelError(f"{path}: format {found!r} is not {ONNX_FORMAT!r}; export the model again")
+        try:
+            import onnxruntime as ort  # type: ignore[import-untyped]  # it ships no type information
+        except ImportError:
+            raise OnnxModelError("onnxruntime is not installed: pip install onnxruntime") from None
+        sums = _field(manifest, "sha256", dict, str(path))
+        for name, digest in sums.items():
+            if Path(name).name != name or name in ("", ".", ".."):  # an export is one flat folder
+                raise OnnxModelError(f"{path}: {name!r} is not a file name inside the export")
+            if not (root / name).is_file() or sha256_file(root / name) != digest:
+                raise OnnxModelError(f"{root / name}: missing or changed after export (sha256 differs)")
+        spec = _field(manifest, "spec", dict, str(path))
+        vocab = _field(spec, "vocab", dict, str(path))
+        self.words, self.chars = _vocab(vocab, "words", str(path)), _vocab(vocab, "chars", str(path))
+        self.tags = _vocab(vocab, "tags", str(path))
+        self.scheme, self.source_scheme = (
+            _field(spec, k, str, str(path)) for k in ("scheme", "source_scheme")
+        )
+        self.max_word_chars: int = _field(spec, "max_word_chars", int, str(path))
+        self.batch_size = batch_size
+        graphs = _field(manifest, "graphs", dict, str(path))
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only
+        if threads:
+            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+
+        def checked(name: str) -> str:
+            if name not in sums:  # every file the predictor reads is one whose checksum was just verified
+                raise OnnxModelError(f"{path}: {name} has no sha256 entry; export the model again")
+            return str(root / name)
+
+        def session(name: str) -> Any:
+            try:
+                return ort.InferenceSession(checked(name), options, providers=["CPUExecutionProvider"])
+            except OnnxModelError:
+                raise
+            except Exception as err:  # onnxruntime's own exception types vary by version
+                raise OnnxModelError(f"{root / name}: onnxruntime cannot load it ({err})") from None
+
+        self.tagger_graph = session(_field(graphs, "tagger", str, str(path)))
+        self.bilm_graph = (
+            None if graphs.get("bilm") is None else session(_field(graphs, "bilm", str, str(path)))
+        )
+        self._elmo_chars: dict[str, Any] | None = None
+        if self.bilm_graph is not None:
+            layout = _field(manifest, "elmo_chars", dict, str(path))
+            for key, kind in ELMO_CHARS.items():
+                _field(layout, key, kind, f"{path} (elmo_chars)")
+            self._elmo_chars = layout
+            self._elmo_ids = functools.lru_cache(maxsize=200_000)(self._token_elmo_ids)
+        crf, k = checked(_field(manifest, "crf", str, str(path))), len(self.tags)
+        try:
+            with np.load(crf, allow_pickle=False) as arrays:
+                self.crf = tuple(arrays[name].astype(np.float32) for name in ("start", "transitions", "end"))
+        except (OSError, KeyError, ValueError) as err:
+            raise OnnxModelError(f"{crf}: not the CRF scores of an ONNX export ({err})") from None
+        if [a.shape for a in self.crf] != [(k,), (k, k), (k,)]:
+            raise OnnxModelError(f"{crf}: CRF scores of the wrong shape for {k} tags; export the model again")
+
+    # ------------------------------------------------------------------------------ inputs
+    def _token_elmo_ids(self, token: str) -> tuple[int, ...]:
+        """The biLM's 50 char ids of a token, in the layout the manifest records (``char_mapper.token_to_ids``)."""
+        layout = self._elmo_chars
+        assert layout is not None
+        if token == layout["bos_token"]:
+            return tuple(layout["bos"])
+        if token == layout["eos_token"]:
+            return tuple(layout["eos"])
+        width = layout["max_chars"]
+        data = token.encode("utf-8", errors="ignore")[: width - 2]
+        ids = [layout["begin_word"], *(b + layout["shift"] for b in data), layout["end_word"]]
+        return tuple(ids + [layout["pad"]] * (width - len(ids)))
+
+    def elmo_char_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """char ids (B, T+2, 50) int64 of non-empty sentences with <S> and </S>: the biLM graph's input."""
+        layout = self._elmo_chars
+        assert layout is not None
+        ids = np.zeros((len(sentences), max(len(s) for s in sentences) + 2, layout["max_chars"]), np.int64)
+        for b, sentence in enumerate(sentences):
+            ids[b, 0], ids[b, len(sentence) + 1] = layout["bos"], layout["eos"]
+            ids[b, 1 : len(sentence) + 1] = [self._elmo_ids(t) for t in sentence]
+        return ids
+
+    def _encode(self, sentences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """word ids (B, T) and char ids (B, T, W) as ``encode_batch`` makes them."""
+        longest = max(len(s) for s in sentences)
+        width = max(1, min(max(len(t) for s in sentences for t in s), self.max_word_chars))
+        words = np.zeros((len(sentences), longest), dtype=np.int64)
+        chars = np.zeros((len(sentences), longest, width), dtype=np.int64)
+        for b, sentence in enumerate(sentences):
+            words[b, : len(sentence)] = self.words.encode(sentence)
+            for j, token in enumerate(sentence):
+                ids = self.chars.encode(token[:width])
+                chars[b, j, : len(ids)] = ids
+        return words, chars
+
+    # ------------------------------------------------------------------------------ tagging
+    def emissions(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """CRF emission scores (B, T, K) float32 of one batch of non-empty tokenised sentences."""
+        if not sentences or min(len(s) for s in sentences) == 0:
+            raise ValueError("emissions needs at least one sentence and no empty sentences")
+        words, chars = self._encode(sentences)
+        feeds = {"words": words, "chars": chars}
+        if self.bilm_graph is not None:
+            feeds["layers"] = self.bilm_graph.run(None, {"char_ids": self.elmo_char_ids(sentences)})[0]
+        return self.tagger_graph.run(None, feeds)[0]
+
+    def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
+        """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order;
+        empty sentences get empty lists."""
+        pieces = [
+            (i, list(sentence[s : s + MAX_TOKENS]))
+            for i, sentence in enumerate(sentences)
+            for s in range(0, len(sentence), MAX_TOKENS)
+        ]
+        order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # stable, as predict batches
+        results: dict[int, tuple[list[str], list[float]]] = {}
+        for a in range(0, len(order), self.batch_size):
+            batch = order[a : a + self.batch_size]
+            tokens = [pieces[p][1] for p in batch]
+            scores = self.emissions(tokens)
+            lengths = np.array([len(t) for t in tokens])
+            paths = viterbi(scores, lengths, *self.crf)
+            chosen = np.take_along_axis(marginals(scores, lengths, *self.crf), paths[..., None], -1)[..., 0]
+            for row, p in enumerate(batch):
+                n = lengths[row]
+                results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
+        out: list[tuple[list[str], list[float]]] = [([], []) for _ in sentences]
+        for p, (i, _) in enumerate(pieces):  # pieces of a sentence are consecutive and in order
+            out[i][0].extend(results[p][0])
+            out[i][1].extend(results[p][1])
+        return out
+
+    def to_source(self, tags: Sequence[str]) -> list[str]:
+        """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
+        return convert(tags, self.scheme, self.source_scheme)
+
+    def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
+        """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line, as predict
+        prints; lines are tagged ``chunk`` at a time."""
+        buffer: list[str] = []
+        for line in lines:
+            buffer.append(line)
+            if len(buffer) == chunk:
+                yield from self._predict_chunk(buffer)
+                buffer = []
+        if buffer:
+            yield from self._predict_chunk(buffer)
+
+    def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
+        per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
+        tagged = iter(
+            self.tag([[t.text for t in sentence] for sentences in per_line for sentence in sentences])
+        )
+        for line, sentences in zip(lines, per_line, strict=True):
+            found = []
+            for sentence in sentences:
+                tags, scores = next(tagged)
+                for kind, start, end in entities(tags, self.scheme):
+                    s, e = sentence[start].start, sentence[end - 1].end
+                    score = sum(scores[start:end]) / (end - start)
+                    found.append(
+                        {"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(score, 4)}
+                    )
+            yield {"text": line, "entities": found}

@@ -1,0 +1,295 @@
+"""ONNX export: the graphs and the numpy CRF tag as ``predict`` does, with onnxruntime and numpy only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from ner_app.bilm.bilm import add_sentence_boundaries
+from ner_app.bilm.char_mapper import batch_to_ids
+from ner_app.bilm.weights import bilm_fingerprint
+from ner_app.cli.commands import main
+from ner_app.serve import onnx_predictor, predictor
+from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+from ner_app.serve.predictor import Predictor
+from ner_app.tagger import onnx_export
+from ner_app.tagger.batch import encode_batch
+from ner_app.tagger.export import load_export
+from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.onnx_export import OnnxExportError, export_onnx
+from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.text.conll import read_conll
+from ner_app.text.tags import convert
+from tests.helpers import one_error_line, random_bilm
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "data" / "tiny_conll"
+TEXTS = ["Alice Smith flew to Paris.", "", "Acme Corp hired Bob Jones in Berlin. Then Alice left!"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny tagger trained for two epochs with ELMo and a small GloVe file, so that frozen rows are used."""
+    from ner_app.bilm import save_bilm
+
+    tmp = tmp_path_factory.mktemp("onnx")
+    options, weights = save_bilm(random_bilm(), tmp / "bilm")
+    rng = np.random.default_rng(0)
+    words = ["alice", "paris", "berlin", "bob", "zebra", "quantum", "the", "madrid", "acme"]
+    glove = "".join(f"{w} {' '.join(f'{v:.4f}' for v in rng.normal(size=8))}\n" for w in words)
+    (tmp / "glove.txt").write_text(glove, encoding="utf-8")
+    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
+                       f"elmo.options={options}", f"elmo.weights={weights}", f"model.glove={tmp / 'glove.txt'}",
+                       "trainer.max_epochs=12", "trainer.threads=1"])  # fmt: skip
+    assert code == 0
+    assert main(["export", "--onnx", "--model", str(tmp / "run/export"), "--output", str(tmp / "onnx")]) == 0
+    return tmp
+
+
+def sentences() -> list[list[str]]:
+    """The tiny dev and test sentences, one long sentence cut into pieces, and words no vocabulary has."""
+    found = [s.tokens for name in ("valid.txt", "test.txt") for s in read_conll(TINY / name)]
+    return [*found, ["Zyx", "Ünïcödé", "x" * 60, "<S>", "</S>", "Paris"], ["Alice", "met", "Bob"] * 90, []]
+
+
+def emission_gap(
+    onnx: OnnxPredictor, tagger: BiLstmCrfTagger, spec: TaggerSpec, batch: list[list[str]]
+) -> float:
+    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    with torch.no_grad():
+        expected = tagger.emissions(encoded).numpy()
+    return float(np.abs(onnx.emissions(batch) - expected)[encoded["mask"].numpy()].max())
+
+
+def test_onnx_tags_as_predict_does(trained: Path) -> None:
+    assert sorted(p.name for p in (trained / "onnx").iterdir()) == [
+        "bilm.onnx", "crf.npz", "onnx.json", "tagger.onnx",
+    ]  # fmt: skip
+    onnx = OnnxPredictor(trained / "onnx", batch_size=4)
+    reference = Predictor.from_export(trained / "run/export", batch_size=4)
+    batch = sentences()
+    found, expected = onnx.tag(batch), reference.tag(batch)
+    assert [tags for tags, _ in found] == [tags for tags, _ in expected]
+    assert any(t != "O" for tags, _ in found for t in tags)  # a tagger that finds entities: a real comparison
+    scores = [
+        (a, b) for (_, x), (_, y) in zip(found, expected, strict=True) for a, b in zip(x, y, strict=True)
+    ]
+    np.testing.assert_allclose(*zip(*scores, strict=True), atol=1e-4)
+    assert onnx.to_source(found[0][0]) == reference.to_source(expected[0][0])
+    tagger, spec = load_export(trained / "run/export")
+    assert emission_gap(onnx, tagger, spec, [s for s in batch[:-2] if s]) < 1e-4
+    assert spec.num_trainable_words < len(spec.word_vocab)  # GloVe words the tagger never trained are in
+
+
+def test_predict_texts_gives_predicts_json(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert main(["predict", "--model", str(trained / "run/export"), "--input", str(source)]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    found = list(OnnxPredictor(trained / "onnx").predict_texts(TEXTS))
+    assert [len(p["entities"]) for p in printed] == [len(f["entities"]) for f in found] and printed[0][
+        "entities"
+    ]
+    for p, f in zip(printed, found, strict=True):
+        assert [{**e, "score": None} for e in p["entities"]] == [{**e, "score": None} for e in f["entities"]]
+        assert np.allclose(
+            [e["score"] for e in p["entities"]], [e["score"] for e in f["entities"]], atol=2e-4
+        )
+
+
+# Python started with these packages absent: importing one fails, and a probe for one (find_spec, as torch
+# does for optional packages) finds nothing it could load.
+BLOCK = """
+import importlib.abc, importlib.machinery, sys
+class Absent(importlib.abc.Loader):
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {{spec.name!r}} (blocked by the test)")
+    def exec_module(self, module):
+        pass
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {names!r}:
+            return importlib.machinery.ModuleSpec(name, Absent())
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_the_predictor_runs_with_torch_blocked(trained: Path) -> None:
+    code = (
+        BLOCK.format(names=("torch", "pytorch_lightning", "lightning_fabric"))
+        + f"""
+import json
+from ner_app.serve.onnx_predictor import OnnxPredictor
+tags = OnnxPredictor({str(trained / "onnx")!r}).tag([["Alice", "flew", "to", "Paris"]])
+assert not [m for m in sys.modules if m.split(".")[0] == "torch"]
+print(json.dumps(tags))
+"""
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    expected = OnnxPredictor(trained / "onnx").tag([["Alice", "flew", "to", "Paris"]])
+    assert [tags for tags, _ in json.loads(done.stdout)] == [tags for tags, _ in expected]
+
+
+def test_elmo_char_ids_are_the_char_mappers(trained: Path) -> None:
+    batch = [["Alice", "é", "x" * 80, "<S>", "</S>", "", "日本語" * 10, "\ud800"], ["a"]]
+    expected = add_sentence_boundaries(batch_to_ids(batch))[0].numpy()
+    assert np.array_equal(OnnxPredictor(trained / "onnx").elmo_char_ids(batch), expected)
+
+
+def test_the_modules_agree_on_shared_constants() -> None:
+    assert onnx_predictor.ONNX_FORMAT == onnx_export.ONNX_FORMAT
+    assert onnx_predictor.MAX_TOKENS == predictor.MAX_TOKENS
+
+
+def random_spec(elmo: ElmoRef | None, scheme: str = "BIOES") -> TaggerSpec:
+    gold = read_conll(TINY / "train.txt")
+    sizes = TaggerSizes(word_dim=6, char_dim=4, char_filters=5, char_width=3, lstm_hidden=7, lstm_layers=2,
+                        dropout=0.5)  # fmt: skip
+    tags = [convert(s.tags, "IOB1", scheme) for s in gold]
+    return TaggerSpec.from_training_data(sizes, [s.tokens for s in gold], tags, scheme, "IOB1",
+                                         pretrained_words=["zebra", "quantum"], elmo=elmo)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mixes", "scheme"),
+    [(None, "BIO"), ("input", "IOB1"), ("output", "BIOES")],
+    ids=["baseline", "input", "output"],
+)
+def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: str) -> None:
+    """No ELMo, ELMo at the input (layer norm), and at the input and output; two BiLSTM layers, each scheme."""
+    bilm = random_bilm(seed=1)
+    elmo = None
+    if mixes is not None:
+        elmo = ElmoRef("bilm/options.json", "bilm/weights.hdf5", bilm_fingerprint(bilm), dropout=0.5,
+                       do_layer_norm=mixes == "input", at_output=mixes == "output")  # fmt: skip
+    spec = random_spec(elmo, scheme)
+    torch.manual_seed(3)
+    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
+    with torch.no_grad():
+        tagger.crf.transitions.uniform_(-3, 3)  # scores far enough apart that Viterbi has no near-ties
+        for mix in tagger.elmo.scalar_mixes if tagger.elmo is not None else []:
+            mix.scalar_parameters.uniform_(-1, 1)
+    export_onnx(tagger, spec, tmp_path / "onnx")
+    assert (tmp_path / "onnx" / "bilm.onnx").exists() == (mixes is not None)
+    onnx = OnnxPredictor(tmp_path / "onnx", batch_size=3)
+    batch = [s for s in sentences() if 0 < len(s) <= 250]  # no piece cut: one decode per sentence
+    assert emission_gap(onnx, tagger.eval(), spec, batch) < 1e-4
+    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    with torch.no_grad():
+        paths = tagger.decode(encoded)
+    assert [tags for tags, _ in onnx.tag(batch)] == spec.decode_tags(paths, encoded["mask"])
+
+
+def test_the_numpy_crf_decodes_as_the_crf_does() -> None:
+    from ner_app.serve.onnx_crf import marginals, viterbi
+    from ner_app.tagger.constraints import allowed_transitions
+    from ner_app.tagger.crf import CRF
+
+    tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+    torch.manual_seed(0)
+    crf = CRF(len(tags), allowed_transitions(tags, "BIOES"))
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.uniform_(-2, 2)
+    lengths = torch.tensor([1, 9, 4, 17, 17, 2])
+    emissions = torch.randn(len(lengths), 17, len(tags)) * 3
+    mask = torch.arange(17)[None, :] < lengths[:, None]
+    scores = [s.detach().numpy() for s in crf._scores()]
+    paths = viterbi(emissions.numpy(), lengths.numpy(), *scores)
+    assert np.array_equal(paths, crf.decode(emissions, mask)[0].numpy())
+    found = marginals(emissions.numpy(), lengths.numpy(), *scores)
+    with torch.no_grad():
+        np.testing.assert_allclose(found, crf.marginals(emissions, mask).numpy(), atol=1e-5)
+
+
+def test_export_again_replaces_its_own_folder_only(trained: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "onnx"
+    for _ in range(2):
+        assert main(["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx"]  # no temporary folder or spool left
+    capsys.readouterr()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    assert (
+        main(["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(tmp_path / "mine")])
+        == 2
+    )
+    one_error_line(capsys, "exists and is not an ONNX export", "notes.txt")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "{run}"], "not a ner_app export (missing tagger.json)"),
+        (["--model", "{run}/export", "--output", "{run}/export/onnx"], "write the ONNX folder beside it"),
+        (["--model", "{run}/export", "--checkpoint", "{run}/checkpoints/best.ckpt"], "not a checkpoint"),
+    ],
+    ids=["not-an-export", "inside-the-export", "checkpoint"],
+)
+def test_bad_input_is_one_line(trained: Path, tmp_path: Path, capsys, args: list[str], message: str) -> None:
+    argv = [a.format(run=trained / "run") for a in args]
+    argv += [] if "--output" in argv else ["--output", str(tmp_path / "out")]
+    assert main(["export", "--onnx", *argv]) == 2
+    one_error_line(capsys, message)
+    assert not (tmp_path / "out").exists() and not (trained / "run/export/onnx").exists()
+
+
+def test_a_document_context_tagger_is_refused(tmp_path: Path) -> None:
+    bilm = random_bilm()
+    spec = random_spec(ElmoRef("o", "w", bilm_fingerprint(bilm), 0.0, False, context="document"))
+    with pytest.raises(OnnxExportError, match="reads whole documents"):
+        export_onnx(BiLstmCrfTagger.from_spec(spec, bilm), spec, tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()
+
+
+@pytest.mark.parametrize("package", ["onnxruntime", "onnx"])
+def test_a_missing_package_is_one_line(trained: Path, tmp_path: Path, package: str) -> None:
+    code = (
+        BLOCK.format(names=(package,))
+        + """
+from ner_app.cli.commands import main
+sys.exit(main(sys.argv[1:]))
+"""
+    )
+    argv = ["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: --onnx needs the packages onnx and onnxruntime ({package} not installed): pip install 'ner_app[onnx]'"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_predictor_refuses_a_changed_or_foreign_folder(trained: Path, tmp_path: Path) -> None:
+    with pytest.raises(OnnxModelError, match="not an ONNX export"):
+        OnnxPredictor(trained / "run/export")
+    copy = tmp_path / "onnx"
+    copy.mkdir()
+    for p in (trained / "onnx").iterdir():
+        copy.joinpath(p.name).write_bytes(p.read_bytes())
+    data = bytearray((copy / "tagger.onnx").read_bytes())
+    data[-1] ^= 1
+    (copy / "tagger.onnx").write_bytes(bytes(data))
+    with pytest.raises(OnnxModelError, match=r"tagger.onnx: missing or changed after export"):
+        OnnxPredictor(copy)
+    manifest = json.loads((copy / "onnx.json").read_text())
+    manifest["sha256"] = {"../onnx.json": "0" * 64}
+    (copy / "onnx.json").write_text(json.dumps(manifest))
+    with pytest.raises(OnnxModelError, match=r"'../onnx.json' is not a file name inside the export"):
+        OnnxPredictor(copy)
+    (copy / "onnx.json").write_text('{"format": "ner_app.onnx/0"}')
+    with pytest.raises(OnnxModelError, match="format 'ner_app.onnx/0' is not 'ner_app.onnx/1'"):
+        OnnxPredictor(copy)
