@@ -92,6 +92,25 @@ TESTED: dict[str, str] = {
     "--weights ../shared/reference/allennlp_elmo/lm_weights.hdf5 --input sentences.txt --output layers.hdf5 "
     "--batch-size 3 --stateful": "tests/bilm/test_bilm_parity.py::test_embed_command_stateful_matches_reference",
     "python -m ner_app --help": "tests/serve/test_embed_cli.py::test_help_lists_commands",
+    'echo "Angela Merkel met Emmanuel Macron in Berlin." | ner-app predict --input -': (
+        "tests/serve/test_shipped.py::test_predict_from_stdin_with_the_shipped_model"
+    ),
+    "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
+        "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"
+    ),
+    "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt --json "
+    "--predictions runs/tiny/test_again.conll": (
+        "tests/serve/test_evaluate.py::test_evaluate_json_is_conlleval_and_the_runs_metrics"
+    ),
+    "ner-app evaluate --input ../shared/data/conll2003/test.txt": (
+        "tests/serve/test_shipped.py::test_evaluate_reproduces_the_test_f1_in_the_models_readme"
+    ),
+    "python -m ner_app embed --input sentences.txt --output layers.hdf5": (
+        "tests/serve/test_shipped.py::test_embed_defaults_to_the_shipped_bilm_and_tokenizes"
+    ),
+    "python -m ner_app embed --input news.txt --tokenize --output layers.hdf5": (
+        "tests/serve/test_shipped.py::test_embed_defaults_to_the_shipped_bilm_and_tokenizes"
+    ),
     "python -m ner_app embed --options data/bilm/options.json --weights data/bilm/weights.hdf5 "
     "--input docs.txt --output layers.hdf5 --context document": (
         "tests/train/test_document_pipeline.py::test_embed_document_context"
@@ -103,7 +122,7 @@ TESTED: dict[str, str] = {
     "cd /tmp && python -m ner_app train --config ~/ner_app/configs/tiny.yaml output_dir=runs/moved "
     "trainer.max_epochs=1 trainer.threads=1": "tests/cli/test_paths.py::test_tiny_config_trains_from_another_directory",
     "python -m ner_app train --config configs/tiny.yaml trainer.max_epochs=3 trainer.enable_progress_bar=true "
-    "trainer.threads=1 2> train.log": "tests/runtime/test_progress.py::test_training_log_has_one_line_per_epoch",
+    "trainer.threads=1 2> train.log": "tests/runtime/test_progress.py::test_training_log_has_a_line_per_tenth_of_an_epoch",
     "python -m ner_app report runs/conll2003_elmo": "tests/report/test_report.py::test_tiny_run_report_is_complete_and_self_contained",
     "python -m ner_app report runs/conll2003_elmo --output /tmp/elmo.html": (
         "tests/report/test_report.py::test_tokens_are_escaped_and_output_goes_where_asked"

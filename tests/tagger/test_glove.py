@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from ner_app.errors import NerAppError
-from ner_app.text.vocab import Vocab, build_word_vocab
 from ner_app.tagger.glove import GloveFormatError, GloveMissingError, embedding_matrix, load_glove
+from ner_app.text.vocab import Vocab, build_word_vocab
 
 SHARED = Path(os.environ.get("NER_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 TRAIN = SHARED / "data" / "conll2003" / "train.txt"

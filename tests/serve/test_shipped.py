@@ -1,0 +1,73 @@
+"""What ships in data/: the CoNLL-2003 tagger and the biLM, as a fresh install uses them (no ../shared)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+
+import ner_app
+from ner_app.cli.commands import main
+from ner_app.serve.api import SHIPPED_BILM, SHIPPED_MODEL
+from tests.helpers import shared_path
+
+ROOT = Path(__file__).resolve().parents[2]
+SENTENCE = "Angela Merkel met Emmanuel Macron in Berlin."
+MAX_MODEL_BYTES = 15 * 2**20
+
+
+def test_the_shipped_model_is_small_and_documented() -> None:
+    files = [p for p in SHIPPED_MODEL.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"tagger.json", "model.safetensors", "README.md"}
+    assert sum(p.stat().st_size for p in files) <= MAX_MODEL_BYTES
+
+
+def test_predict_from_stdin_with_the_shipped_model() -> None:
+    """The README's quick start, as a user types it: no --model, a new process."""
+    done = subprocess.run([sys.executable, "-m", "ner_app", "predict", "--input", "-"], input=SENTENCE,
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [(e["text"], e["type"]) for e in result["entities"]] == [
+        ("Angela Merkel", "PER"),
+        ("Emmanuel Macron", "PER"),
+        ("Berlin", "LOC"),
+    ]
+
+
+def test_the_api_tags_what_a_reader_expects() -> None:
+    tagger = ner_app.load_tagger()
+    found = tagger.predict(["The European Commission said on Thursday it disagreed with German advice.",
+                            "Peter Blackburn reported from Brussels."])  # fmt: skip
+    assert [(e.text, e.type) for e in found[0]] == [("European Commission", "ORG"), ("German", "MISC")]
+    assert [(e.text, e.type) for e in found[1]] == [("Peter Blackburn", "PER"), ("Brussels", "LOC")]
+
+
+def test_embed_defaults_to_the_shipped_bilm_and_tokenizes(tmp_path: Path) -> None:
+    source = tmp_path / "news.txt"
+    source.write_text(f"{SENTENCE}\n\nIt's 3.5% up.\n", encoding="utf-8")
+    assert (
+        main(["embed", "--input", str(source), "--output", str(tmp_path / "layers.hdf5"), "--tokenize"]) == 0
+    )
+    assert main(["embed", "--input", str(source), "--output", str(tmp_path / "plain.hdf5")]) == 0
+    embedder = ner_app.load_bilm()
+    assert embedder.bilm.num_layers == 3 and (SHIPPED_BILM / "weights.hdf5").is_file()
+    with h5py.File(tmp_path / "layers.hdf5", "r") as f, h5py.File(tmp_path / "plain.hdf5", "r") as plain:
+        assert f["0"].shape == (3, 8, embedder.bilm.output_dim)
+        assert json.loads(f["2"].attrs["tokens"]) == ["It", "'s", "3.5", "%", "up", "."]
+        assert f["1"].shape[1] == 0 and json.loads(f["1"].attrs["tokens"]) == []
+        assert plain["0"].shape[1] == len(SENTENCE.split(" ")) and "tokens" not in plain["0"].attrs
+
+
+@pytest.mark.slow
+def test_evaluate_reproduces_the_test_f1_in_the_models_readme(capsys) -> None:
+    test = shared_path("data", "conll2003", "test.txt")
+    readme = (SHIPPED_MODEL / "README.md").read_text(encoding="utf-8")
+    stated = float(re.search(r"test F1 \*\*(\d+\.\d\d)\*\*", readme).group(1))
+    assert main(["evaluate", "--input", str(test), "--json", "--threads", "2"]) == 0
+    assert round(json.loads(capsys.readouterr().out)["f1"], 2) == stated
