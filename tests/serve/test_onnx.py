@@ -23,7 +23,7 @@ from ner_app.tagger import onnx_export
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.onnx_export import OnnxExportError, export_onnx
+from ner_app.tagger.onnx_export import OnnxExportError, export_onnx, export_onnx_from
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert
@@ -49,7 +49,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        f"elmo.options={options}", f"elmo.weights={weights}", f"model.glove={tmp / 'glove.txt'}",
                        "trainer.max_epochs=12", "trainer.threads=1"])  # fmt: skip
     assert code == 0
-    assert main(["export", "--onnx", "--model", str(tmp / "run/export"), "--output", str(tmp / "onnx")]) == 0
+    export_onnx_from(tmp / "run/export", tmp / "onnx")  # the command's own path: test_export_again_...
     return tmp
 
 
@@ -212,19 +212,20 @@ def test_the_numpy_crf_decodes_as_the_crf_does() -> None:
         np.testing.assert_allclose(found, crf.marginals(emissions, mask).numpy(), atol=1e-5)
 
 
-def test_export_again_replaces_its_own_folder_only(trained: Path, tmp_path: Path, capsys) -> None:
+def test_export_again_replaces_its_own_folder_only(trained: Path, tmp_path: Path, capfd) -> None:
     out = tmp_path / "onnx"
     for _ in range(2):
         assert main(["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(out)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx"]  # no temporary folder or spool left
-    capsys.readouterr()
+    # the exporter's C++ notes (written to file descriptor 2) are held back: only the command's own lines
+    assert capfd.readouterr().err.splitlines() == [f"exported {trained / 'run/export'} to ONNX in {out}"] * 2
+    first = json.loads((trained / "onnx" / "onnx.json").read_text())["sha256"]
+    assert json.loads((out / "onnx.json").read_text())["sha256"] == first  # the same graphs, byte for byte
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    assert (
-        main(["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(tmp_path / "mine")])
-        == 2
-    )
-    one_error_line(capsys, "exists and is not an ONNX export", "notes.txt")
+    argv = ["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(tmp_path / "mine")]
+    assert main(argv) == 2
+    one_error_line(capfd, "exists and is not an ONNX export", "notes.txt")
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 

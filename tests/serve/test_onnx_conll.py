@@ -10,11 +10,11 @@ import torch
 
 import train
 from ner_app.bilm import save_bilm
-from ner_app.cli.commands import main
 from ner_app.serve.onnx_predictor import OnnxPredictor
 from ner_app.serve.predictor import Predictor
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
+from ner_app.tagger.onnx_export import export_onnx_from
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm, shared_path
 
@@ -35,7 +35,7 @@ def test_onnx_tags_every_conll_dev_sentence_as_predict_does(tmp_path: Path) -> N
                        "trainer.threads=1"])  # fmt: skip
     assert code == 0
     export = tmp_path / "run" / "export"
-    assert main(["export", "--onnx", "--model", str(export), "--output", str(tmp_path / "onnx")]) == 0
+    export_onnx_from(export, tmp_path / "onnx")  # what export --onnx runs
 
     sentences = [s.tokens for s in read_conll(dev)]
     assert len(sentences) == 3250
