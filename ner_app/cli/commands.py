@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ner_app.cli.parser import add_train_arguments, build_parser
+from ner_app.cli.inference import embed, evaluate, export, predict
+from ner_app.cli.parser import TRAIN_DESCRIPTION, add_train_arguments, build_parser
 from ner_app.cli.serving import serve
 from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors
 
@@ -64,95 +65,6 @@ def _train_once(cfg: Any, resume: bool) -> int:
     dev, test = metrics["dev"]["f1"], metrics["test"]["f1"]
     print(f"\ndev F1 {dev:.2f}  test F1 {test:.2f}  ({cfg.output_dir}/metrics.json)")
     print(f"report: {report}" if report else "report: none written (see the warning above)", flush=True)
-    return 0
-
-
-def check_device(device: str) -> None:
-    """``--device cuda`` on a machine without CUDA is the user's choice to correct, in one line."""
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise NerAppError(
-            f"--device cuda: torch {torch.__version__} sees no CUDA device here; use --device cpu"
-        )
-
-
-def _embed(args: argparse.Namespace) -> int:
-    import torch
-
-    from ner_app.bilm.weights import load_bilm
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    check_device(args.device)
-    from ner_app.serve.embed import embed_file, inference_autocast
-
-    bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
-    if args.max_stream_positions < 2:
-        raise NerAppError(
-            f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
-        )
-    if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/serving.md)
-        from ner_app.serve.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
-
-        names = parse_outputs(args.outputs, bilm.num_layers - 1)
-        mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
-        with inference_autocast(args.device, args.precision):
-            count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
-                                       device=args.device, context=args.context,
-                                       max_stream_positions=args.max_stream_positions)  # fmt: skip
-    elif args.scalar_mix is not None or args.gamma is not None:
-        raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
-    else:
-        count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
-                           context=args.context, max_stream_positions=args.max_stream_positions,
-                           precision=args.precision)  # fmt: skip
-    print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    from ner_app.train.export import export_checkpoint
-
-    out = export_checkpoint(args.checkpoint, args.output)
-    print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
-    return 0
-
-
-def _predict(args: argparse.Namespace) -> int:
-    import json
-
-    import torch
-
-    from ner_app.serve.predictor import Predictor, predict_conll
-    from ner_app.text.lines import decoded_lines
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    check_device(args.device)
-    predictor = Predictor.from_export(args.model, device=args.device, batch_size=args.batch_size)
-    name = "<stdin>" if args.input == "-" else args.input
-    if args.input != "-" and Path(args.input).is_dir():
-        raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
-    source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
-    with source:
-        lines = decoded_lines(source, name)  # split on \n only: one output per input line
-        if args.format == "conll":
-            for line in predict_conll(predictor, lines):
-                print(line)
-        elif args.format == "html":
-            from ner_app.report.predictions_html import entity_types, predictions_html
-
-            types = entity_types(predictor.tags.itos)
-            for piece in predictions_html(predictor.predict_texts(lines), types, title=f"Entities in {name}"):
-                sys.stdout.write(piece)
-        else:
-            for result in predictor.predict_texts(lines):
-                # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
-                line = json.dumps(result, ensure_ascii=False)
-                print(
-                    line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-                )
     return 0
 
 
@@ -249,9 +161,10 @@ def _download_elmo(args: argparse.Namespace) -> int:
 # command name -> handler (the parser lives in parser.py)
 HANDLERS = {
     "train": _train,
-    "embed": _embed,
-    "export": _export,
-    "predict": _predict,
+    "embed": embed,
+    "export": export,
+    "predict": predict,
+    "evaluate": evaluate,
     "compare": _compare,
     "pretrain-bilm": _pretrain_bilm,
     "bilm-perplexity": _bilm_perplexity,
@@ -265,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:
         # Overrides may come before or after --resume, which argparse only allows outside subparsers.
-        parser = argparse.ArgumentParser(prog="python -m ner_app train", description=__doc__)
+        parser = argparse.ArgumentParser(prog="ner-app train", description=TRAIN_DESCRIPTION)
         add_train_arguments(parser)
         args = parser.parse_intermixed_args(argv[1:])
         args.command = "train"

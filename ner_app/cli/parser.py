@@ -34,29 +34,41 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
 
 
+TRAIN_DESCRIPTION = (
+    "Trains on train.txt, keeps the epoch with the best dev entity F1, evaluates it on dev and test, and writes "
+    "reports, metrics, checkpoints, an export and report.html into output_dir. key.sub=value arguments override "
+    "the config (docs/configuration.md)."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ner_app", description="ELMo BiLSTM-CRF named-entity tagging."
+        prog="ner-app", description="ELMo BiLSTM-CRF named-entity tagging (also: python -m ner_app)."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     train = commands.add_parser(
         "train",
         help="train and evaluate the tagger (the same as python train.py)",
-        description="Trains on train.txt, keeps the epoch with the best dev entity F1, evaluates it on dev and "
-        "test, and writes reports, metrics, checkpoints and an export into output_dir.",
+        description=TRAIN_DESCRIPTION,
     )
     add_train_arguments(train)
 
     embed = commands.add_parser(
         "embed",
         help="write every biLM layer of every sentence of a text file to hdf5",
-        description="One sentence per line, tokens separated by single spaces. The output hdf5 has one float32 "
-        "dataset per input line, named by its 0-based line number, of shape (L+1, n_tokens, 2P).",
+        description="One sentence per line, tokens separated by single spaces (or raw text with --tokenize). "
+        "The output hdf5 has one float32 dataset per input line, named by its 0-based line number, of shape "
+        "(L+1, n_tokens, 2P).",
     )
-    embed.add_argument("--options", required=True, help="biLM options.json")
-    embed.add_argument("--weights", required=True, help="biLM weights hdf5")
+    embed.add_argument("--options", help="biLM options.json (default: the shipped biLM, data/bilm)")
+    embed.add_argument("--weights", help="biLM weights hdf5 (default: the shipped biLM, data/bilm)")
     embed.add_argument("--input", required=True, help="sentences, one per line")
+    embed.add_argument(
+        "--tokenize", action="store_true",
+        help="read raw text and tokenise each line as predict does; each dataset gets 'tokens' and 'offsets' "
+        "attributes (JSON)",
+    )  # fmt: skip
     embed.add_argument("--output", required=True, help="output hdf5 file")
     embed.add_argument("--batch-size", type=positive_int, default=64)
     embed.add_argument(
@@ -122,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
         "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
     )
-    predict.add_argument("--model", required=True, help="an export directory")
+    predict.add_argument(
+        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+    )
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument(
         "--format", default="text", choices=["text", "conll", "html"],
@@ -138,6 +152,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
     )
     predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="score an exported model on a gold CoNLL file: entity precision, recall and F1 per type",
+        description="Tags every sentence of a CoNLL file (token ... gold-tag lines, IOB1 or IOB2) and scores "
+        "the predicted entities against the gold ones as conlleval does (seqeval default mode, the scores of "
+        "metrics.json); --predictions writes the token gold predicted lines conlleval reads.",
+    )
+    evaluate.add_argument(
+        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+    )
+    evaluate.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
+    evaluate.add_argument("--json", action="store_true", help="print the scores as JSON (for scripts)")
+    evaluate.add_argument("--predictions", metavar="FILE", help="also write token gold predicted lines here")
+    evaluate.add_argument("--batch-size", type=positive_int, default=64)
+    evaluate.add_argument(
+        "--max-tokens", type=positive_int, default=16384, metavar="N",
+        help="padded tokens a batch holds at most, as predict's (default 16384)",
+    )  # fmt: skip
+    evaluate.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
+    evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     compare = commands.add_parser(
         "compare",
@@ -253,8 +290,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--batch-size", type=positive_int, default=64, help="sentences per forward pass")
     serve.add_argument("--max-batch-size", type=positive_int, default=32, help="requests tagged together")
     serve.add_argument(
-        "--batch-timeout", type=positive_seconds, default=0.005,
-        help="seconds to wait for more requests after the first of a batch (default 0.005)",
+        "--batch-timeout", type=positive_seconds, default=0.02,
+        help="the longest a batch waits for more requests, only while fewer have come than to the last batch "
+        "(default 0.02 s)",
     )  # fmt: skip
     serve.add_argument(
         "--threads",

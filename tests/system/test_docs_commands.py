@@ -95,6 +95,9 @@ TESTED: dict[str, str] = {
     'echo "Angela Merkel met Emmanuel Macron in Berlin." | ner-app predict --input -': (
         "tests/serve/test_shipped.py::test_predict_from_stdin_with_the_shipped_model"
     ),
+    "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
+        "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
+    ),
     "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
         "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"
     ),
