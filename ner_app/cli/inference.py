@@ -143,6 +143,12 @@ def evaluate(args: argparse.Namespace) -> int:
     check_device(args.device)
     if Path(args.input).is_dir() or not Path(args.input).exists():
         raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
+    if args.predictions is not None:
+        out = Path(args.predictions)
+        if out.is_dir():
+            raise NerAppError(f"--predictions {out}: is a folder, expected a file name")
+        if out.exists() and out.resolve() == Path(args.input).resolve():
+            raise NerAppError(f"--predictions {out}: is the gold file --input; name another file")
     model = _model(args)
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
