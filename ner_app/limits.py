@@ -18,6 +18,9 @@ MAX_CHAR_WIDTH = 64  # char-CNN kernel width
 MAX_CHAR_ID = 1 << 20  # characters of the char embedding (the biLM's is 261)
 MAX_CONFIG_NODES = 100_000  # YAML nodes a config may expand to (aliases included)
 MAX_OPTIONS_BYTES = 1 << 16  # a biLM's options.json (a released one is under 1 KB)
+# A training sentence keeps its activations for the backward pass, whatever the batching: 2.2 GB peak at this
+# length with the paper-size tagger (docs/performance.md). Longer ones are refused; evaluation has no bound.
+MAX_TRAIN_SENTENCE_TOKENS = 20_000
 # ``serve``: one POST /predict request (checked before it reaches the model; docs/serving.md)
 SERVE_MAX_TEXTS = 256  # texts in one request
 SERVE_MAX_CHARS = 100_000  # characters of all texts of one request together

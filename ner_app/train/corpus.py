@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
 from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
@@ -74,6 +75,13 @@ def load_corpus(
             tags=[convert(t, source_scheme, scheme) for t in source_tags],
             source_tags=source_tags,
             docs=[col["doc"][i] for i in keep],
+        )
+    longest = max(range(len(splits["train"])), key=lambda i: len(splits["train"].tokens[i]), default=None)
+    if longest is not None and len(splits["train"].tokens[longest]) > MAX_TRAIN_SENTENCE_TOKENS:
+        raise NerAppError(
+            f"train sentence {longest + 1:,} (document {splits['train'].docs[longest]}) "
+            f"has {len(splits['train'].tokens[longest]):,} tokens; training takes sentences of at most "
+            f"{MAX_TRAIN_SENTENCE_TOKENS:,} (a sentence's activations are kept for the backward pass): split it"
         )
     types = {split_tag(t)[1] for tags in splits["train"].tags for t in tags if t != "O"}
     for name in EVALUATED:

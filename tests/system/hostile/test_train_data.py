@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 import train
-from tests.helpers import ROOT, one_error_line, train_args
+from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
+from tests.helpers import ROOT, TINY, one_error_line, train_args
 
 HOW_TO_GET = "set NER_SHARED or data.dir to a folder with train.txt, valid.txt and test.txt, or use data.hub_name=lhoestq/conll2003 (docs/data.md)"
 
@@ -233,3 +234,18 @@ def test_hub_env_variables_reach_the_command(tmp_path, closed_port):
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Retrying" not in done.stderr, done.stderr
     one_error_line_of(done.stderr, "cannot reach", str(tmp_path / "hf" / "datasets"))
+
+
+def test_a_training_sentence_longer_than_the_limit_is_one_line(tmp_path, capsys):
+    """A sentence that training could not hold in memory is refused before any allocation, named by its
+    number and length; evaluation splits may hold it (they are predicted under the token budget)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    tiny = (TINY / "train.txt").read_text(encoding="utf-8")
+    long = "".join(f"w{i} X X O\n" for i in range(MAX_TRAIN_SENTENCE_TOKENS + 1))
+    (data / "train.txt").write_text(tiny + "\n" + long, encoding="utf-8")
+    for name in ("valid.txt", "test.txt"):
+        (data / name).write_text(tiny, encoding="utf-8")
+    assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
+    one_error_line(capsys, f"has {MAX_TRAIN_SENTENCE_TOKENS + 1:,} tokens; training takes sentences of at most "
+                   f"{MAX_TRAIN_SENTENCE_TOKENS:,}", "train sentence 6 (document 1)")  # fmt: skip
