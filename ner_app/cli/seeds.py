@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from ner_app.config.load import TrainConfig, config_to_dict, load_config
+from ner_app.config.load import TrainConfig
 from ner_app.errors import NerAppError
-from ner_app.runtime.run_dir import RESUMABLE_KEYS, flatten_tree
+from ner_app.runtime.run_dir import IDENTITY_KEY, config_changes
 from ner_app.train.metrics import RunMetrics
 
 MAX_SEEDS = 1000  # a sweep larger than this is a typo (1-10000 for 1-100)
@@ -102,19 +102,33 @@ def _finished(folder: Path) -> bool:
 
 
 def _check_same_recipe(cfg: TrainConfig, folder: Path) -> None:
-    saved = folder / "config.yaml"
-    if not saved.is_file():
-        raise SeedsError(f"{folder}: holds metrics.json but no config.yaml; choose another output_dir")
-    old, new = (
-        {k: v for k, v in flatten_tree(config_to_dict(c)).items() if k not in RESUMABLE_KEYS}
-        for c in (load_config(saved), cfg)
-    )
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    if changed:
-        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
+    """The finished run's identity (its last checkpoint: config and data fingerprint) must be this seed's,
+    as ``--resume`` requires of a checkpoint it continues."""
+    from ner_app.runtime.checkpoint import load_checkpoint
+    from ner_app.train.run import run_identity_of
+
+    last = folder / "checkpoints" / "last.ckpt"
+    if not last.is_file():
         raise SeedsError(
-            f"{folder}: holds a finished run of another config ({shown}); choose another output_dir, or delete "
-            "that folder to train the seed again"
+            f"{folder}: holds metrics.json but no checkpoints/last.ckpt; choose another output_dir"
+        )
+    found, expected = load_checkpoint(last).get(IDENTITY_KEY), run_identity_of(cfg)
+    if not isinstance(found, dict):
+        raise SeedsError(
+            f"{last}: carries no run identity (written by another program?); choose another output_dir"
+        )
+    changed, shown = config_changes(found, expected)
+    other = (
+        f"another config ({shown})"
+        if changed
+        else "other data"
+        if found.get("data") != expected["data"]
+        else None
+    )
+    if other:
+        raise SeedsError(
+            f"{folder}: holds a finished run of {other}; choose another output_dir, or delete that folder to "
+            "train the seed again"
         )
 
 

@@ -171,13 +171,8 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
     found = checkpoint.get(IDENTITY_KEY)
     if not isinstance(found, dict):
         raise RunFolderError(f"{path}: this checkpoint carries no run identity (written by another program?)")
-    old, new, defaults = found.get("config", {}), expected["config"], expected.get("defaults", {})
-    added_at_default = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
-    changed = sorted(
-        k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in added_at_default
-    )
+    changed, shown = config_changes(found, expected)
     if changed:
-        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
         # a resumable key that differs is one this run keeps in its identity (``run_identity``'s ``pinned``)
         pinned = [k for k in changed if k in RESUMABLE_KEYS]
         may = (f"{pinned[0]} stays as it was in this run: its learning-rate schedule is laid out over it" if pinned
@@ -188,6 +183,17 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
         )
     if found.get("data") != expected["data"]:
         raise RunFolderError(f"{path}: written by a run on other data (the data files' fingerprint differs)")
+
+
+def config_changes(found: dict[str, Any], expected: dict[str, Any]) -> tuple[list[str], str]:
+    """The config keys in which a checkpoint's run identity differs from ``expected`` (a key added since at
+    its default does not count), and the first three as ``key: old -> new``."""
+    old, new, defaults = found.get("config", {}), expected["config"], expected.get("defaults", {})
+    added_at_default = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    changed = sorted(
+        k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in added_at_default
+    )
+    return changed, ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:3])
 
 
 def flatten_tree(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

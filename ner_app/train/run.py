@@ -144,7 +144,7 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         return _run_training(cfg, run_dir, last, resume)
 
 
-def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
+def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
     d = cfg.data
     files = data_files(d.dir) if d.dir and not d.hub_name else []  # CoNLL, parquet or save_to_disk files
     data = data_fingerprint(files) if files else f"hub:{d.hub_name}"
@@ -154,7 +154,7 @@ def _data_identity(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> dict[str, Any]:
-    identity = _data_identity(cfg)
+    identity = run_identity_of(cfg)
     keep_below = resumed_step(last, identity) if resume else None  # before anything is built
     if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
         save_config(cfg, run_dir / "config.yaml")
