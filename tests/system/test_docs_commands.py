@@ -44,6 +44,11 @@ SMOKE = {
         "python -m benchmarks.document_context --skip-fill --repeats 1 --threads 1",
         ("data", "conll2003", "train.txt"),
     ),
+    "memory": (
+        "python -m benchmarks.memory --lengths 50 --tasks embed --eval-sentences 20 --train-sentences 20 "
+        "--out runs/memory_smoke",
+        ("data", "conll2003", "valid.txt"),
+    ),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
