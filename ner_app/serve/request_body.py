@@ -62,6 +62,8 @@ def parse_texts(body: bytes) -> list[str]:
         ) from None
     except RecursionError:  # [[[[... : the parser's own depth limit
         raise BadRequest(BAD_REQUEST, "body is not a request: JSON nested too deep") from None
+    except ValueError as err:  # an integer of more digits than Python converts (4300)
+        raise BadRequest(BAD_REQUEST, f"body is not a request ({str(err)[:80]})") from None
     expected = 'expected {"texts": ["...", ...]}'
     if not isinstance(document, dict):
         raise BadRequest(BAD_REQUEST, f"body is {_kind(document)}; {expected}")

@@ -1,14 +1,16 @@
 """``serve``: an exported tagger behind HTTP with LitServe, loaded once, requests batched (docs/serving.md).
 
 Processes: this one (LitServe's supervisor; it never imports torch), one HTTP process (uvicorn; it checks
-every body, ``http_guard.py``) and one inference worker (it loads the export once and tags). The worker
-collects requests for up to ``batch_timeout`` seconds (at most ``max_batch_size``) and tags the texts of all
-of them in one ``Predictor.predict_texts`` call, so sentences are batched across requests. SIGTERM stops the
-HTTP process first (it stops accepting, answers what is in flight), then the worker; the exit code is 0.
+every body, ``http_guard.py``) and one inference worker (it loads the export once and tags). The worker takes
+the requests that are queued and those due back (``CollectingLoop``), at most ``max_batch_size``, and tags
+the texts of all of them in one ``Predictor.predict_texts`` call, so sentences are batched across requests.
+SIGTERM stops the HTTP process first (it stops accepting and answers what is in flight), then the worker;
+the exit code is 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import multiprocessing
@@ -47,9 +49,10 @@ class ServeSpec:
     device: str = "cpu"
     threads: int | None = None  # torch CPU threads of the worker (None: torch's default)
     batch_size: int = 64  # sentences per forward pass
-    max_batch_size: int = 32  # requests tagged together
-    batch_timeout: float = 0.005  # seconds the worker waits for more requests after the first
+    max_batch_size: int = 16  # requests tagged together
+    batch_timeout: float = 0.02  # at most, the worker waits this long for the requests of a batch
     timeout: float = 30.0  # seconds a request may wait in the queue before a 504
+    drain_timeout: float = 30.0  # after SIGTERM, seconds the requests in flight have to finish
     log_level: str = "warning"
 
 
@@ -89,27 +92,34 @@ def check_port(host: str, port: int) -> None:
 
 
 class CollectingLoop(BatchedLoop):
-    """LitServe's batched loop, waiting without polling: it blocks for the first request, then takes what
-    is queued and what arrives within ``batch_timeout``. (LitServe's own loop asks the queue every
-    millisecond, or without pause when the timeout is 0: a busy core on an idle server.)"""
+    """LitServe's batched loop, waiting without polling and only for requests that are due.
+
+    The clients of the last batch are likely to come back, and so are those whose requests queued up while
+    it ran: the loop takes what is queued, then waits (at most ``batch_timeout``) only until the batch is
+    that large. So a lone client never waits, N busy clients are tagged N at a time, and two halves of them
+    merge again. (LitServe's own loop asks the queue every millisecond, or without pause when the timeout is
+    0: a busy core on an idle server; and it waits the whole timeout for every batch.)"""
+
+    last = 1  # requests of the last batch (one loop per worker process)
 
     def get_batch_requests(self, lit_api: Any, request_queue: Any, transport: Any) -> tuple[list, list]:
-        try:
-            items = [request_queue.get(timeout=1.0)]
-        except Empty:
-            return [], []
-        deadline = time.monotonic() + lit_api.batch_timeout
-        while len(items) < lit_api.max_batch_size and items[-1] != _SENTINEL_VALUE:
-            try:
+        items: list[Any] = []
+        with contextlib.suppress(Empty):
+            while len(items) < lit_api.max_batch_size:
                 items.append(request_queue.get_nowait())
+        expected = min(len(items) + self.last, lit_api.max_batch_size)
+        if not items:
+            try:
+                items.append(request_queue.get(timeout=1.0))
             except Empty:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    items.append(request_queue.get(timeout=remaining))
-                except Empty:
-                    break
+                return [], []
+        deadline = time.monotonic() + lit_api.batch_timeout
+        while len(items) < expected and _SENTINEL_VALUE not in items:
+            try:
+                items.append(request_queue.get(timeout=max(deadline - time.monotonic(), 0.0)))
+            except Empty:
+                break
+        self.last = len(items)
         batch, late = [], []
         limit = lit_api.request_timeout
         for item in items:
@@ -186,20 +196,17 @@ class TaggerServer(ls.LitServer):
     requests in flight."""
 
     def __init__(self, spec: ServeSpec) -> None:
-        self.serve_spec, self.errors, self.stopping = (
-            spec,
-            multiprocessing.get_context("spawn").SimpleQueue(),
-            False,
-        )
+        self.serve_spec, self.stopping = spec, False  # stopping: SIGTERM or Ctrl-C asked for it
+        self.errors = multiprocessing.get_context("spawn").SimpleQueue()  # the worker's load error, if any
         accelerator = "cuda" if spec.device == "cuda" else "cpu"
         super().__init__(TaggerAPI(spec, self.errors), accelerator=accelerator, devices=1,
                          timeout=spec.timeout, middlewares=[(PredictGuard, {"path": "/predict"})],
                          disable_openapi_url=True)  # fmt: skip
         self.app.add_exception_handler(HTTPException, http_error)
+        self.uvicorn_graceful_timeout = spec.drain_timeout
 
     def stop(self) -> None:
         """Begin the shutdown (from a signal handler: in a thread, since the manager is a socket away)."""
-        self.stopping = True
         if self._shutdown_event is not None:
             threading.Thread(target=self._shutdown_event.set, daemon=True).start()
 
@@ -232,27 +239,37 @@ class TaggerServer(ls.LitServer):
 
 
 def serve(spec: ServeSpec) -> int:
-    """Run the server until SIGTERM or Ctrl-C; 0 when it stopped cleanly."""
+    """Run the server until SIGTERM or Ctrl-C: 0 when it stopped so, 1 when the model worker died."""
     check_port(spec.host, spec.port)
     server = TaggerServer(spec)
-
     supervisor = os.getpid()
 
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        if os.getpid() != supervisor:  # a forked child (HTTP, manager) inherited this handler: default action
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != supervisor:  # a forked child (HTTP, manager) inherited this handler: the default
+            signal.signal(signum, signal.SIG_DFL if signum == signal.SIGTERM else signal.default_int_handler)
+            os.kill(os.getpid(), signum)
             return
+        server.stopping = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt  # LitServe's own way out of run()
         print("SIGTERM: answering the requests in flight, then stopping", file=sys.stderr, flush=True)
         server.stop()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run(host=spec.host, port=spec.port, log_level=spec.log_level, generate_client_file=False,
                    access_log=False)  # fmt: skip
     except _StoppedEarly:
         pass
+    except (EOFError, OSError):  # the manager went down under run(): LitServe's monitor stopped it all
+        if server.stopping:
+            raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not server.stopping:  # LitServe's monitor stopped everything: the model worker died
+        print("error: the model worker stopped unexpectedly (its messages are above); the server stopped",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return 1
     print("stopped", file=sys.stderr, flush=True)
     return 0

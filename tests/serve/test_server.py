@@ -9,6 +9,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,6 +161,19 @@ def test_health_answers(server: int) -> None:
     assert call(server, "GET", "/health") == (200, b"ok")
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_the_documented_curl_commands(server: int, expected: dict) -> None:
+    """docs/serving.md's two curl lines, on the test server's port: curl -d sends a form content type."""
+    body = json.dumps({"texts": [RAW[0], RAW[2]]}, ensure_ascii=False)
+    done = subprocess.run(["curl", "-s", f"127.0.0.1:{server}/predict", "-d", body], capture_output=True,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    assert json.loads(done.stdout) == {"results": [expected[RAW[0]], expected[RAW[2]]]}
+    health = subprocess.run(
+        ["curl", "-s", f"127.0.0.1:{server}/health"], capture_output=True, text=True, timeout=60
+    )
+    assert health.stdout == "ok"
+
+
 def _chunks(size: int) -> Iterator[bytes]:
     for _ in range(size // 65536 + 1):
         yield b" " * 65536
@@ -176,6 +190,7 @@ HOSTILE = [  # name, method, path, body, headers, status, part of the message
     ("no texts", "POST", "/predict", b"{}", JSON, 400, 'no "texts"'),
     ("lone surrogate", "POST", "/predict", b'{"texts": ["a\\ud800"]}', JSON, 400, "character 2 is a lone surrogate"),
     ("deep nesting", "POST", "/predict", b"[" * 100_000, JSON, 400, "nested too deep"),
+    ("huge integer", "POST", "/predict", b'{"texts": [' + b"7" * 5000 + b"]}", JSON, 400, "body is not a request"),
     ("too many texts", "POST", "/predict", json.dumps({"texts": ["a"] * (SERVE_MAX_TEXTS + 1)}).encode(), JSON,
      413, f"at most {SERVE_MAX_TEXTS} in one request"),
     ("too many characters", "POST", "/predict", json.dumps({"texts": ["a" * SERVE_MAX_CHARS, "b"]}).encode(), JSON,
@@ -229,22 +244,55 @@ def test_hostile_requests_get_one_line_json_errors_while_good_ones_succeed(
     assert good and all(s == 200 and same(a, [expected[t] for t in r]) for r, s, a in good)
 
 
-def test_sigterm_answers_the_request_in_flight_and_exits_0(export: Path, tmp_path: Path) -> None:
+def test_sigterm_answers_the_requests_in_flight_and_exits_0(export: Path, tmp_path: Path) -> None:
     log = tmp_path / "serve.err"
-    long_texts = ["Alice Smith flew to Paris and met Bob Jones in Berlin . " * 20] * 24  # seconds of tagging
+    # 8 requests of nearly 100,000 characters: one batch of seconds of tagging (0.6 s a request here, idle)
+    texts = ["Alice Smith flew to Paris and met Bob Jones in Berlin . " * 35] * 48
     with running(export, log) as (proc, port):
-        answer: list = []
-        client = threading.Thread(target=lambda: answer.append(ask(port, long_texts)))
-        client.start()
-        time.sleep(1.0)  # the request is in the worker's batch
+        answers: list = []
+
+        def client() -> None:
+            status, answer = ask(port, texts)
+            answers.append((time.monotonic(), status, answer))
+
+        clients = [threading.Thread(target=client) for _ in range(8)]
+        for thread in clients:
+            thread.start()
+        time.sleep(1.0)  # all 8 are in the worker's batch
+        stopped = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        client.join(timeout=120)
+        for thread in clients:
+            thread.join(timeout=120)
         assert proc.wait(timeout=120) == 0
-    status, result = answer[0]
-    assert status == 200 and len(result["results"]) == len(long_texts)
-    assert all(len(r["entities"]) == len(result["results"][0]["entities"]) for r in result["results"])
+    assert len(answers) == 8 and any(when > stopped for when, _, _ in answers)  # in flight at SIGTERM
+    first = answers[0][2]["results"][0]
+    for _, status, answer in answers:
+        assert status == 200 and len(answer["results"]) == len(texts) and answer["results"][0] == first
     err = log.read_text()
     assert "SIGTERM: answering the requests in flight, then stopping" in err and "Traceback" not in err
+    with pytest.raises(OSError):
+        call(port, "GET", "/health", timeout=5)
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+
+
+def test_a_killed_model_worker_stops_the_server_with_exit_1(export: Path, tmp_path: Path) -> None:
+    log = tmp_path / "serve.err"
+    with running(export, log) as (proc, port):
+        (worker,) = [
+            c for c in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+        ]
+        os.kill(worker, signal.SIGKILL)  # as the kernel's OOM killer would
+        assert proc.wait(timeout=120) == 1
+    assert log.read_text().splitlines()[-1] == (
+        "error: the model worker stopped unexpectedly (its messages are above); the server stopped"
+    )
     with pytest.raises(OSError):
         call(port, "GET", "/health", timeout=5)
 
@@ -259,8 +307,7 @@ def _tree_rss(pid: int) -> int:
             total += (
                 int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) * 1024
             )
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
+            todo += _children(p)
     return total
 
 
