@@ -294,8 +294,8 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     serve.add_argument(
         "--batch-timeout", type=positive_seconds, default=0.02,
-        help="the longest a batch waits for more requests, only while fewer have come than to the last batch "
-        "(default 0.02 s)",
+        help="the longest a batch waits for requests that are due: as many as the last batch had, plus those "
+        "that queued meanwhile (default 0.02 s)",
     )  # fmt: skip
     serve.add_argument(
         "--threads",
