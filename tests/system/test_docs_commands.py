@@ -101,8 +101,8 @@ TESTED: dict[str, str] = {
         "tests/serve/test_shipped.py::test_predict_from_stdin_with_the_shipped_model"
     ),
     "ner-app serve --port 8000": "tests/serve/test_server.py::test_answers_are_what_predict_prints",
-    "curl -s 127.0.0.1:8000/predict -d '{\"texts\": [\"Angela Merkel met Emmanuel Macron in Berlin.\", "
-    "\"Acme Corp hired Bob Jones.\"]}'": "tests/serve/test_server.py::test_the_documented_curl_commands",
+    'curl -s 127.0.0.1:8000/predict -d \'{"texts": ["Angela Merkel met Emmanuel Macron in Berlin.", '
+    '"Acme Corp hired Bob Jones."]}\'': "tests/serve/test_server.py::test_the_documented_curl_commands",
     "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
         "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
     ),
