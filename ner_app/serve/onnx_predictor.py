@@ -3,7 +3,7 @@
 ``OnnxPredictor(folder)`` answers as ``Predictor`` does for the same sentences: ``tag`` (tags of the training
 scheme and the probability of each), ``to_source`` and ``predict_texts`` (predict's JSON objects). Sentences
 are batched as predict batches them (by length, ``batch_size`` at a time; longer ones in pieces of
-``MAX_TOKENS``); the biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``).
+``ner_app.text.pieces.MAX_TOKENS``); the biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``).
 This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors).
 """
 
@@ -19,12 +19,11 @@ import numpy as np
 from ner_app.errors import NerAppError
 from ner_app.files import read_json, sha256_file
 from ner_app.serve.onnx_crf import marginals, viterbi
-from ner_app.text.tags import convert, entities
-from ner_app.text.tokenizer import sentences as split_sentences
+from ner_app.text.pieces import join_pieces, predict_lines, split_pieces
+from ner_app.text.tags import convert
 from ner_app.text.vocab import Vocab
 
 ONNX_FORMAT = "ner_app.onnx/1"  # what tagger/onnx_export.py writes (a test keeps the two equal)
-MAX_TOKENS = 250  # predict's piece length (serve/predictor.py; a test keeps the two equal)
 MAX_MANIFEST_BYTES = 1 << 29  # onnx.json holds the vocabularies, like tagger.json
 # onnx.json's "elmo_chars": how char_mapper.token_to_ids turns a token into the biLM's char ids
 ELMO_CHARS = {"max_chars": int, "begin_word": int, "end_word": int, "pad": int, "shift": int,
@@ -178,11 +177,7 @@ class OnnxPredictor:
     def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order;
         empty sentences get empty lists."""
-        pieces = [
-            (i, list(sentence[s : s + MAX_TOKENS]))
-            for i, sentence in enumerate(sentences)
-            for s in range(0, len(sentence), MAX_TOKENS)
-        ]
+        pieces = split_pieces(sentences)
         order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # stable, as predict batches
         results: dict[int, tuple[list[str], list[float]]] = {}
         for a in range(0, len(order), self.batch_size):
@@ -195,11 +190,7 @@ class OnnxPredictor:
             for row, p in enumerate(batch):
                 n = lengths[row]
                 results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
-        out: list[tuple[list[str], list[float]]] = [([], []) for _ in sentences]
-        for p, (i, _) in enumerate(pieces):  # pieces of a sentence are consecutive and in order
-            out[i][0].extend(results[p][0])
-            out[i][1].extend(results[p][1])
-        return out
+        return join_pieces(pieces, results, len(sentences))
 
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
@@ -208,28 +199,4 @@ class OnnxPredictor:
     def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
         """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line, as predict
         prints; lines are tagged ``chunk`` at a time."""
-        buffer: list[str] = []
-        for line in lines:
-            buffer.append(line)
-            if len(buffer) == chunk:
-                yield from self._predict_chunk(buffer)
-                buffer = []
-        if buffer:
-            yield from self._predict_chunk(buffer)
-
-    def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
-        per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
-        tagged = iter(
-            self.tag([[t.text for t in sentence] for sentences in per_line for sentence in sentences])
-        )
-        for line, sentences in zip(lines, per_line, strict=True):
-            found = []
-            for sentence in sentences:
-                tags, scores = next(tagged)
-                for kind, start, end in entities(tags, self.scheme):
-                    s, e = sentence[start].start, sentence[end - 1].end
-                    score = sum(scores[start:end]) / (end - start)
-                    found.append(
-                        {"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(score, 4)}
-                    )
-            yield {"text": line, "entities": found}
+        return predict_lines(lines, lambda sentences, _documents: self.tag(sentences), self.scheme, chunk)

@@ -19,12 +19,11 @@ from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.conll import DOCSTART, conll_blocks
-from ner_app.text.tags import convert, entities
-from ner_app.text.tokenizer import sentences as split_sentences
+from ner_app.text.pieces import join_pieces, predict_lines, split_pieces
+from ner_app.text.tags import convert
 from ner_app.train.datamodule import LengthBucketSampler
 from ner_app.train.module import TaggerModule
 
-MAX_TOKENS = 250  # longer sentences are tagged in consecutive pieces of at most this many tokens
 # padded tokens a batch holds at most (pieces x longest): 64 pieces of 250 tokens fit, so the default batch
 # size is never split; it bounds memory when --batch-size is raised (--max-tokens)
 PREDICT_MAX_TOKENS = 16384
@@ -95,11 +94,7 @@ class Predictor:
         trained with document context reads ``documents`` (a document id per sentence; consecutive sentences
         with one id form a document; default: one document of all) with its pieces as the stream's sentences.
         """
-        pieces: list[tuple[int, list[str]]] = []  # (sentence index, tokens of one piece)
-        for i, sentence in enumerate(sentences):
-            pieces.extend(
-                (i, list(sentence[s : s + MAX_TOKENS])) for s in range(0, len(sentence), MAX_TOKENS)
-            )
+        pieces = split_pieces(sentences)  # (sentence index, tokens of one piece)
         self._contexts = []
         elmo = self.spec.elmo
         if elmo is not None and elmo.context == "document":
@@ -129,11 +124,7 @@ class Predictor:
                 for row, p in enumerate(index.tolist()):
                     n = len(pieces[p][1])
                     results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
-        out: list[tuple[list[str], list[float]]] = [([], []) for _ in sentences]
-        for p, (i, _) in enumerate(pieces):  # pieces of a sentence are consecutive and in order
-            out[i][0].extend(results[p][0])
-            out[i][1].extend(results[p][1])
-        return out
+        return join_pieces(pieces, results, len(sentences))
 
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
@@ -142,31 +133,7 @@ class Predictor:
     def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
         """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line; offsets index
         into the line. Lines are processed ``chunk`` at a time so that batches mix sentences across lines."""
-        buffer: list[str] = []
-        for line in lines:
-            buffer.append(line)
-            if len(buffer) == chunk:
-                yield from self._predict_chunk(buffer)
-                buffer = []
-        if buffer:
-            yield from self._predict_chunk(buffer)
-
-    def _predict_chunk(self, lines: Sequence[str]) -> Iterator[dict[str, Any]]:
-        per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
-        flat = [sentence for sentences in per_line for sentence in sentences]
-        documents = [n for n, sentences in enumerate(per_line) for _ in sentences]  # a line is a document
-        tagged = iter(self.tag([[t.text for t in sentence] for sentence in flat], documents))
-        for line, sentences in zip(lines, per_line, strict=True):
-            found = []
-            for sentence in sentences:
-                tags, scores = next(tagged)
-                for kind, start, end in entities(tags, self.scheme):
-                    s, e = sentence[start].start, sentence[end - 1].end
-                    score = sum(scores[start:end]) / (end - start)
-                    found.append(
-                        {"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(score, 4)}
-                    )
-            yield {"text": line, "entities": found}
+        return predict_lines(lines, self.tag, self.scheme, chunk)
 
 
 def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:

@@ -25,6 +25,7 @@ from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.onnx_export import OnnxExportError, export_onnx, export_onnx_from
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.text import pieces
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert
 from tests.helpers import one_error_line, random_bilm
@@ -148,7 +149,9 @@ def test_elmo_char_ids_are_the_char_mappers(trained: Path) -> None:
 
 def test_the_modules_agree_on_shared_constants() -> None:
     assert onnx_predictor.ONNX_FORMAT == onnx_export.ONNX_FORMAT
-    assert onnx_predictor.MAX_TOKENS == predictor.MAX_TOKENS
+    # one piece length and one line-to-entities path (ner_app/text/pieces.py) for both predictors
+    assert onnx_predictor.split_pieces is predictor.split_pieces is pieces.split_pieces
+    assert onnx_predictor.predict_lines is predictor.predict_lines is pieces.predict_lines
 
 
 def random_spec(elmo: ElmoRef | None, scheme: str = "BIOES") -> TaggerSpec:
