@@ -78,6 +78,12 @@ def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
     assert result.returncode == 0 and "no CUDA device" in result.stdout
 
 
+def test_gpu_speed_without_cuda_says_so_and_exits_0() -> None:
+    result = subprocess.run([sys.executable, "-m", "benchmarks.gpu_speed", "model.glove=PATH"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0 and "no CUDA device" in result.stdout
+
+
 def test_every_command_of_the_parser_has_a_handler():
     """The argparse tree (cli/parser.py) and the handlers (cli/commands.py) name the same commands."""
     import argparse

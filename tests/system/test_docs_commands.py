@@ -130,6 +130,9 @@ TESTED: dict[str, str] = {
         "tests/train/test_document_pipeline.py::test_predict_text_line_is_one_document"
     ),
     "python -m benchmarks.gpu_check": "tests/cli/test_cli.py::test_gpu_check_without_cuda_says_so_and_exits_0",
+    "python -m benchmarks.gpu_speed model.glove=PATH": (
+        "tests/cli/test_cli.py::test_gpu_speed_without_cuda_says_so_and_exits_0"
+    ),
     "cd /tmp && python -m ner_app train --config ~/ner_app/configs/tiny.yaml output_dir=runs/moved "
     "trainer.max_epochs=1 trainer.threads=1": "tests/cli/test_paths.py::test_tiny_config_trains_from_another_directory",
     "python -m ner_app train --config configs/tiny.yaml trainer.max_epochs=3 trainer.enable_progress_bar=true "
