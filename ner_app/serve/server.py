@@ -58,9 +58,7 @@ class ServeSpec:
     header_timeout: float = 10.0  # seconds a request's head may take (from the connection or the last answer)
     body_timeout: float = 30.0  # seconds a /predict body may take, once its head is in
     keep_alive_timeout: float = 5.0  # seconds an idle connection stays open between requests (uvicorn's)
-    max_connections: int = (
-        256  # open connections; a request beyond them gets uvicorn's 503 (limit_concurrency)
-    )
+    max_connections: int = 256  # open at once; then a request gets uvicorn's 503 (limit_concurrency)
     log_level: str = "warning"
 
 
@@ -206,9 +204,7 @@ class TaggerServer(CompatServer):
     def __init__(self, spec: ServeSpec) -> None:
         self.serve_spec, self.stopping = spec, False  # stopping: SIGTERM or Ctrl-C asked for it
         self.errors = multiprocessing.get_context("spawn").SimpleQueue()  # the worker's load error, if any
-        self.worker_exit: int | None = (
-            None  # the dead worker's exit code, once it died under a running server
-        )
+        self.worker_exit: int | None = None  # the exit code of a worker that died under the running server
         # a byte in this pipe tells the HTTP processes (forked: they inherit it) that the worker is dead
         self.gone_read, self.gone_write = os.pipe()
         guard = {"path": "/predict", "body_timeout": spec.body_timeout, "worker_gone": self.gone_read}

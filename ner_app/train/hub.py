@@ -99,7 +99,7 @@ def load_hub_dataset(name: str) -> dict[str, dict[str, list[Any]]]:
 def check_hub_dataset(name: str) -> None:
     """Before torch is imported: ``load_hub_dataset``'s refusals that need no download (a malformed name; a
     name the hub does not know, gated or script-based; a hub that cannot be used now and a cache without the
-    dataset), each the same one line. Imports ``datasets`` only when the hub cannot be used."""
+    dataset), each the same one line. Imports ``datasets`` (a second or two), never torch."""
     _check_name(name)
     import datasets.config
 
