@@ -12,7 +12,14 @@ from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
-from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
+from ner_app.train.hub import (
+    EXAMPLE,
+    check_hub_dataset,
+    dataset_files,
+    is_dataset_folder,
+    load_folder_dataset,
+    load_hub_dataset,
+)
 
 log = logging.getLogger("ner_app")
 MANY_TYPES = 50  # CoNLL-2003 has 4 entity types, OntoNotes 18: far more suggests a wrong tag column
@@ -56,10 +63,7 @@ def load_corpus(
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
     and test must occur in train."""
-    if not data_dir and not hub_name:
-        raise NerAppError(
-            f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
-        )
+    check_data_source(data_dir, hub_name)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
     raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir))
@@ -97,6 +101,33 @@ def load_corpus(
     return Corpus(splits, scheme, source_scheme)
 
 
+def check_data_source(data_dir: str | None, hub_name: str | None) -> None:
+    """Refuse, without reading any data (and without torch), a run whose data cannot be found: no source, a
+    folder without the CoNLL files or a dataset, a hub name that is malformed or that neither the hub nor the
+    cache can serve now. ``train`` calls it before the heavy imports; the errors are ``load_corpus``'s."""
+    if not data_dir and not hub_name:
+        raise NerAppError(
+            f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
+        )
+    if hub_name:
+        check_hub_dataset(hub_name)
+        return
+    folder = Path(str(data_dir))
+    conll = any((folder / f"{name}.txt").is_file() for name in _FILE_SPLITS.values())
+    if conll or not folder.is_dir() or not is_dataset_folder(folder):
+        for name in _FILE_SPLITS.values():
+            _conll_file(str(data_dir), name, HOW_TO_GET)
+
+
+def _conll_file(data_dir: str, name: str, how_to_get: str | None = None) -> str:
+    """The path of split file ``name`` of ``data_dir``, or ``MissingFileError`` naming it."""
+    path = os.path.join(data_dir, f"{name}.txt")
+    if not os.path.isfile(path):
+        found = f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+        raise MissingFileError(f"{found}; {how_to_get}" if how_to_get else found)
+    return path
+
+
 def load_folder(data_dir: str) -> dict[str, dict[str, list[Any]]]:
     """The columns (``tokens``, ``tags`` as in the data, ``doc``) of the splits ``train``, ``valid`` and ``test``
     of a folder: CoNLL files, or a dataset folder (parquet files or ``save_to_disk``) in the hub's layout.
@@ -128,12 +159,7 @@ def load_local_splits(data_dir: str) -> Any:
 
     out = {}
     for name in _FILE_SPLITS.values():
-        path = os.path.join(data_dir, f"{name}.txt")
-        if not os.path.isfile(path):
-            raise MissingFileError(
-                f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
-            )
-        sentences = read_conll(path)
+        sentences = read_conll(_conll_file(data_dir, name))
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
     return datasets.DatasetDict(out)
