@@ -18,7 +18,10 @@ from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
+from ner_app.text.records import Entity
 from ner_app.text.tokenizer import tokenize
+
+__all__ = ["Embedder", "Embedding", "Entity", "Tagger", "load_bilm", "load_tagger"]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED_MODEL = REPOSITORY / "data" / "models" / "conll2003"
@@ -33,18 +36,6 @@ def shipped(path: Path, what: str) -> Path:
             "folder: install from a clone with pip install -e ., or pass a path)"
         )
     return path
-
-
-@dataclass(frozen=True)
-class Entity:
-    """A named entity found in a text: ``text == source[start:end]``; ``score`` is the mean probability of its
-    tokens' predicted tags (from the CRF's marginals)."""
-
-    start: int
-    end: int
-    type: str
-    text: str
-    score: float
 
 
 class Tagger:
@@ -66,10 +57,7 @@ class Tagger:
         """
         if isinstance(texts, str):  # a string is an iterable of one-character texts: surely a mistake
             raise TypeError("predict takes a list of texts; use predict_text for one text")
-        return [
-            [Entity(**found) for found in result["entities"]]
-            for result in self.predictor.predict_texts(texts)
-        ]
+        return [list(tagged.entities) for tagged in self.predictor.tag_lines(texts)]
 
     def predict_text(self, text: str) -> list[Entity]:
         """The entities of one text."""
