@@ -37,7 +37,9 @@ from benchmarks.common import ROOT, SIZES, check_size, machine, print_table, ran
 from ner_app.bilm import BidirectionalLM, save_bilm
 from ner_app.bilm.char_cnn import CharCNN
 from ner_app.config.load import TrainConfig, load_config
+from ner_app.config.schema import RuntimeConfig
 from ner_app.runtime.log_progress import silence_known_warnings
+from ner_app.runtime.trainer import build_trainer
 from ner_app.serve.predictor import Predictor
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.export import export_model
@@ -87,13 +89,20 @@ def timed(
     """A Trainer of one epoch (at most ``train_batches``, a count or a fraction, and a ``val_batches`` fraction
     of dev), with the config's gradient clip and without logger or checkpoints; its ``Clock``."""
     clock = Clock()
-    trainer = pl.Trainer(
-        accelerator="gpu" if CUDA else "cpu", devices=1, precision="bf16-mixed" if CUDA else "32-true",
-        max_epochs=1, limit_train_batches=train_batches, limit_val_batches=val_batches, num_sanity_val_steps=0,
-        gradient_clip_val=cfg.optim.grad_clip, gradient_clip_algorithm="norm", callbacks=[clock], logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        use_distributed_sampler=False,  # LengthBucketSampler shards by rank itself
-    )  # fmt: skip
+    runtime = RuntimeConfig(
+        accelerator="gpu" if CUDA else "cpu",
+        precision="bf16-mixed" if CUDA else "32-true",
+        enable_progress_bar=False,
+    )
+    trainer = build_trainer(
+        runtime,
+        [clock],
+        grad_clip=cfg.optim.grad_clip,
+        max_epochs=1,
+        limit_train_batches=train_batches,
+        limit_val_batches=val_batches,
+        enable_checkpointing=False,
+    )
     return trainer, clock
 
 

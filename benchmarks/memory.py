@@ -139,10 +139,10 @@ def run_cell(task: str, mode: str, data: Path, export: Path, threads: int) -> No
 
 def tagger_cell(task: str, budget: bool, data: Path) -> None:
     """A training epoch, or dev and test evaluation, of the baseline tagger as ``train.py`` builds it."""
-    import pytorch_lightning as pl
-
     from benchmarks.cache_speed import quiet_lightning
     from ner_app.config.load import load_config
+    from ner_app.config.schema import RuntimeConfig
+    from ner_app.runtime.trainer import build_trainer
     from ner_app.train.corpus import load_corpus
     from ner_app.train.datamodule import ConllDataModule
     from ner_app.train.module import TaggerModule
@@ -158,9 +158,8 @@ def tagger_cell(task: str, budget: bool, data: Path) -> None:
                          eval_max_tokens=d.eval_max_tokens_per_batch if budget else None)  # fmt: skip
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(build_tagger(cfg, spec, None, corpus, None), spec, gold, lr=cfg.optim.lr)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0, num_sanity_val_steps=0,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, use_distributed_sampler=False)  # fmt: skip
+    quiet = RuntimeConfig(accelerator="cpu", precision="32-true", enable_progress_bar=False)
+    trainer = build_trainer(quiet, [], max_epochs=1, limit_val_batches=0, enable_checkpointing=False)
     if task == "train":
         trainer.fit(module, datamodule=dm)
     else:

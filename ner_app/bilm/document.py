@@ -19,9 +19,9 @@ from typing import Literal
 
 import torch
 
-from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS, MAX_CHARS, token_to_ids
+from ner_app.text.batching import budget_batches
 
 ContextMode = Literal["sentence", "document"]
 MAX_POSITIONS = 2048  # every CoNLL-2003 document fits (the largest has 1,729 positions)

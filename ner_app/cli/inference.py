@@ -98,11 +98,12 @@ def export(args: argparse.Namespace) -> int:
 
 
 def predict(args: argparse.Namespace) -> int:
-    import json
-
-    from ner_app.serve.predictor import Predictor, predict_conll
+    from ner_app.report.formats import Target, output_format
+    from ner_app.report.predictions_html import entity_types
+    from ner_app.serve.predictor import Predictor, tag_conll
     from ner_app.text.lines import decoded_lines
 
+    fmt = output_format(args.format)
     _set_threads(args)
     check_device(args.device)
     predictor = Predictor.from_export(
@@ -111,31 +112,20 @@ def predict(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
+    target = Target(tuple(entity_types(predictor.tags.itos)), name)
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
         lines = decoded_lines(source, name)  # split on \n only: one output per input line
-        if args.format == "conll":
-            for line in predict_conll(predictor, lines):
-                print(line)
-        elif args.format == "html":
-            from ner_app.report.predictions_html import entity_types, predictions_html
-
-            types = entity_types(predictor.tags.itos)
-            for piece in predictions_html(predictor.predict_texts(lines), types, title=f"Entities in {name}"):
-                sys.stdout.write(piece)
-        else:
-            for result in predictor.predict_texts(lines):
-                # JSON leaves these raw, and line readers split on them: escape them to keep one line per object
-                line = json.dumps(result, ensure_ascii=False)
-                print(
-                    line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-                )
+        records = tag_conll(predictor, lines) if fmt.reads == "conll" else predictor.tag_lines(lines)
+        for piece in fmt.write(records, target):
+            sys.stdout.write(piece)
     return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
     import json
 
+    from ner_app.report.formats import FORMATS, Target, write_output
     from ner_app.serve.evaluate import evaluate_file, score_table
     from ner_app.serve.predictor import Predictor
 
@@ -153,8 +143,10 @@ def evaluate(args: argparse.Namespace) -> int:
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
-    result = evaluate_file(predictor, args.input, args.predictions)
+    result, items = evaluate_file(predictor, args.input)
     result["model"] = str(model)
+    if args.predictions is not None:
+        write_output(args.predictions, FORMATS["conll"], items, Target())
     if args.json:
         print(json.dumps(result, indent=2))
     else:

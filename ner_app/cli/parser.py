@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ner_app.report.formats import format_help, format_names
+
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
@@ -130,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser(
         "predict",
         help="tag raw text (JSON lines with character offsets) or CoNLL tokens with an exported model",
-        description="text: each input line is tokenised like CoNLL-2003 and gives one JSON object "
+        description="jsonl: each input line is tokenised like CoNLL-2003 and gives one JSON object "
         '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
         "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
     )
@@ -138,10 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
     )
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
-    predict.add_argument(
-        "--format", default="text", choices=["text", "conll", "html"],
-        help="html: one self-contained page, the text with its entities highlighted by type",
-    )  # fmt: skip
+    predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
     predict.add_argument("--batch-size", type=positive_int, default=64)
     predict.add_argument(
         "--max-tokens", type=positive_int, default=16384, metavar="N",

@@ -18,6 +18,7 @@ from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, batch_to_ids
 from ner_app.bilm.document import MAX_POSITIONS, Context, document_contexts, stream_batches
 from ner_app.errors import MissingFileError
 from ner_app.pretrain.vocab import SoftmaxVocab
+from ner_app.text.batching import budget_batches
 from ner_app.text.conll import DOCSTART, conll_documents, parse_conll
 from ner_app.text.tags import is_tag
 
@@ -96,10 +97,9 @@ def sentence_batches(
     """Stateless evaluation batches, sentences sorted by length: ``char_ids`` (B, T, 50) without boundaries
     (the biLM adds them) and ``targets`` (B, T + 2) softmax ids of ``<S> w1 .. wn </S>``, ``IGNORE``-padded.
     """
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     batches = []
-    for i in range(0, len(order), batch_size):
-        chunk = [list(sentences[j]) for j in order[i : i + batch_size]]
+    for group in budget_batches([len(s) for s in sentences], batch_size, None):  # by length, no token budget
+        chunk = [list(sentences[j]) for j in group]
         batches.append({"char_ids": batch_to_ids(chunk), "targets": _targets(chunk, vocab)})
     return batches
 

@@ -22,7 +22,10 @@ from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
+from ner_app.text.records import Entity
 from ner_app.text.tokenizer import tokenize
+
+__all__ = ["Embedder", "Embedding", "Entity", "Tagger", "load_bilm", "load_tagger"]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED_MODEL = REPOSITORY / "data" / "models" / "conll2003"
@@ -93,18 +96,6 @@ def _tokens(sentence: Any, name: str) -> list[str]:
     return tokens
 
 
-@dataclass(frozen=True)
-class Entity:
-    """A named entity found in a text: ``text == source[start:end]``; ``score`` is the mean probability of its
-    tokens' predicted tags (from the CRF's marginals)."""
-
-    start: int
-    end: int
-    type: str
-    text: str
-    score: float
-
-
 class Tagger:
     """A trained tagger ready to tag raw text or tokenised sentences (``load_tagger`` makes one)."""
 
@@ -130,10 +121,7 @@ class Tagger:
         for i, text in enumerate(checked):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}]: expected a string, found {_kind(text)}")
-        return [
-            [Entity(**found) for found in result["entities"]]
-            for result in self.predictor.predict_texts(checked)
-        ]
+        return [list(tagged.entities) for tagged in self.predictor.tag_lines(checked)]
 
     def predict_text(self, text: str) -> list[Entity]:
         """The entities of one text."""

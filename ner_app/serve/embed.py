@@ -12,7 +12,6 @@ import h5py
 import numpy as np
 import torch
 
-from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import (
@@ -26,6 +25,7 @@ from ner_app.bilm.document import (
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar, track
+from ner_app.text.batching import budget_batches
 from ner_app.text.tokenizer import Token, tokenize
 
 Precision = Literal["fp32", "bf16"]

@@ -1,6 +1,6 @@
 """``ner-app evaluate``: an exported tagger scored on a gold CoNLL file, as training scores dev and test.
 
-The scores are the ones ``metrics.json`` holds (``train/reports.entity_scores``: seqeval's default mode on the
+The scores are the ones ``metrics.json`` holds (``text/scores.entity_scores``: seqeval's default mode on the
 file's own tags, which counts entities exactly as conlleval does), so evaluating a run's export on its dev or
 test file gives that run's numbers.
 """
@@ -12,17 +12,17 @@ from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
-from ner_app.text.conll import read_conll, write_predictions
+from ner_app.text.conll import read_conll
+from ner_app.text.records import ConllItem, TaggedSentence
+from ner_app.text.scores import entity_scores
 from ner_app.text.tags import detect_scheme
-from ner_app.train.reports import entity_scores
 
 
-def evaluate_file(
-    predictor: Predictor, gold_path: str | Path, predictions_path: str | Path | None = None
-) -> dict[str, Any]:
+def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ConllItem]]:
     """Tag every sentence of ``gold_path`` (documents kept for document context) and score the tags against
-    the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. With
-    ``predictions_path``, also write ``token gold predicted`` lines (conlleval's input) there."""
+    the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. Also the
+    predictions as records for a CoNLL writer: ``token gold`` rows with the predicted tag, a blank line after
+    each sentence (conlleval's input, ``evaluate --predictions``)."""
     sentences = read_conll(gold_path)
     if not sentences:
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
@@ -34,16 +34,19 @@ def evaluate_file(
         )
     tagged = predictor.tag([s.tokens for s in sentences], [s.doc for s in sentences])
     predicted = [predictor.to_source(tags) for tags, _ in tagged]
-    if predictions_path is not None:
-        write_predictions(predictions_path, [s.tokens for s in sentences], gold, predicted)
+    items: list[ConllItem] = []
+    for sentence, gold_tags, predicted_tags in zip(sentences, gold, predicted, strict=True):
+        rows = tuple(f"{t} {g}" for t, g in zip(sentence.tokens, gold_tags, strict=True))
+        items += [TaggedSentence(rows, tuple(predicted_tags)), ""]
     scores = entity_scores(gold, predicted)
-    return {
+    result = {
         "file": str(gold_path),
         "sentences": len(sentences),
         "tokens": sum(len(s.tokens) for s in sentences),
         "scheme": scheme,
         **scores,
     }
+    return result, items
 
 
 def score_table(result: dict[str, Any]) -> str:

@@ -2,8 +2,10 @@
 
 ``OnnxPredictor(folder)`` answers as ``Predictor`` does for the same sentences: ``tag`` (tags of the training
 scheme and the probability of each), ``to_source`` and ``predict_texts`` (predict's JSON objects). Sentences
-are batched as predict batches them (by length, ``batch_size`` at a time; longer ones in pieces of
-``ner_app.text.pieces.MAX_TOKENS``); the biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``).
+are batched as predict batches them (``budget_batches``: by length, at most ``batch_size`` pieces and
+``max_tokens`` padded tokens a batch; longer sentences in pieces of ``ner_app.text.pieces.MAX_TOKENS``); the
+biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``). ``tag_lines`` gives the
+records of ``text/records.py``.
 This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors).
 """
 
@@ -19,7 +21,9 @@ import numpy as np
 from ner_app.errors import NerAppError
 from ner_app.files import read_json, sha256_file
 from ner_app.serve.onnx_crf import marginals, viterbi
-from ner_app.text.pieces import join_pieces, predict_lines, split_pieces
+from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
+from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
+from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
 from ner_app.text.vocab import Vocab
 
@@ -56,7 +60,14 @@ class OnnxPredictor:
     (start (K,), transitions (K, K), end (K,)) scores: for running one part alone.
     """
 
-    def __init__(self, folder: str | Path, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        batch_size: int = 64,
+        threads: int | None = None,
+        max_tokens: int | None = PREDICT_MAX_TOKENS,
+    ) -> None:
+        check_budget(batch_size, max_tokens)
         root = Path(folder)
         path = root / "onnx.json"
         if not path.is_file():
@@ -86,7 +97,7 @@ class OnnxPredictor:
             _field(spec, k, str, str(path)) for k in ("scheme", "source_scheme")
         )
         self.max_word_chars: int = _field(spec, "max_word_chars", int, str(path))
-        self.batch_size = batch_size
+        self.batch_size, self.max_tokens = batch_size, max_tokens
         graphs = _field(manifest, "graphs", dict, str(path))
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only
@@ -178,10 +189,8 @@ class OnnxPredictor:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order;
         empty sentences get empty lists."""
         pieces = split_pieces(sentences)
-        order = sorted(range(len(pieces)), key=lambda p: len(pieces[p][1]))  # stable, as predict batches
         results: dict[int, tuple[list[str], list[float]]] = {}
-        for a in range(0, len(order), self.batch_size):
-            batch = order[a : a + self.batch_size]
+        for batch in budget_batches([len(t) for _, t in pieces], self.batch_size, self.max_tokens):
             tokens = [pieces[p][1] for p in batch]
             scores = self.emissions(tokens)
             lengths = np.array([len(t) for t in tokens])
@@ -195,6 +204,10 @@ class OnnxPredictor:
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
+
+    def tag_lines(self, lines: Iterable[str], chunk: int = 512) -> Iterator[TaggedLine]:
+        """One ``TaggedLine`` per line, as ``Predictor.tag_lines``; lines are tagged ``chunk`` at a time."""
+        return tag_lines(lines, lambda sentences, _documents: self.tag(sentences), self.scheme, chunk)
 
     def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
         """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line, as predict

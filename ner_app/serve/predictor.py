@@ -1,38 +1,35 @@
-"""Tagging new text with an exported tagger: batched by length, through the same code path as training."""
+"""Tagging new text with an exported tagger: batched by length under a token budget, a plain inference loop.
+
+Nothing of training is imported here (no Lightning): the decode math is the model's (``decode_scored``), the
+batching rule is ``text/batching.py``'s, the same ones that training's evaluation uses.
+"""
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
-from torch.utils.data import DataLoader
+import torch
 
-from ner_app.bilm.batching import check_budget
 from ner_app.bilm.document import Context, document_contexts
-from ner_app.runtime.log_progress import silence_known_warnings
-from ner_app.tagger.batch import Batch, encode_batch
+from ner_app.tagger.batch import Batch, batch_to, encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
+from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.conll import DOCSTART, conll_blocks
-from ner_app.text.pieces import join_pieces, predict_lines, split_pieces
+from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
+from ner_app.text.records import ConllItem, TaggedLine, TaggedSentence
 from ner_app.text.tags import convert
-from ner_app.train.datamodule import LengthBucketSampler
-from ner_app.train.module import TaggerModule
 
-# padded tokens a batch holds at most (pieces x longest): 64 pieces of 250 tokens fit, so the default batch
-# size is never split; it bounds memory when --batch-size is raised (--max-tokens)
-PREDICT_MAX_TOKENS = 16384
+__all__ = ["PREDICT_MAX_TOKENS", "Predictor", "predict_conll", "tag_conll"]
 
 
 class Predictor:
     """Tags tokenised sentences; returns tags in the training data's original scheme and per-token scores.
 
-    A batch holds at most ``batch_size`` pieces and ``max_tokens`` padded tokens (``LengthBucketSampler``)."""
+    A batch holds at most ``batch_size`` pieces and ``max_tokens`` padded tokens (``budget_batches``)."""
 
     def __init__(
         self,
@@ -46,9 +43,7 @@ class Predictor:
         self.words, self.chars, self.tags = spec.word_vocab, spec.char_vocab, spec.tag_vocab
         self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.device = next(tagger.parameters()).device
-        self._module = TaggerModule(tagger, spec, gold={})
-        self._predict_trainer: pl.Trainer | None = None
-        self._contexts: list[Context] = []  # document context: each piece's stream, for the collate function
+        self._stream_contexts: list[Context] = []  # document context: each piece's stream, for ``_collate``
 
     @classmethod
     def from_export(
@@ -62,28 +57,28 @@ class Predictor:
         return cls(tagger, spec, batch_size, max_tokens)
 
     def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
+        """The batch of ``(piece index, tokens)`` items, on the tagger's device."""
         index, tokens = zip(*items, strict=True)
         batch = encode_batch(
             tokens, self.words, self.chars, index=index, max_word_chars=self.spec.max_word_chars
         )
-        if self._contexts:
-            batch["elmo_context"] = [self._contexts[p] for p in index]
-        return batch
+        if self._stream_contexts:
+            batch["elmo_context"] = [self._stream_contexts[p] for p in index]
+        return batch_to(batch, self.device)
 
-    def _trainer(self) -> pl.Trainer:
-        """Lightning's predict loop on the tagger's device (made once, on first use)."""
-        if self._predict_trainer is None:
-            # Predict prints tags, not Lightning's start-up notes; its warnings about our sampler are known.
-            for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
-                logging.getLogger(name).setLevel(logging.WARNING)
-            warnings.filterwarnings("ignore", message="You are using a custom batch sampler")
-            silence_known_warnings()
-            accelerator = "gpu" if self.device.type == "cuda" else "cpu"
-            self._predict_trainer = pl.Trainer(
-                accelerator=accelerator, devices=1, logger=False, enable_progress_bar=False,
-                enable_checkpointing=False, enable_model_summary=False,
-            )  # fmt: skip
-        return self._predict_trainer
+    def _contexts(
+        self, pieces: Sequence[tuple[int, list[str]]], documents: Sequence[int] | None
+    ) -> list[Context]:
+        """Document context: each piece's stream (consecutive pieces of one document id form a document)."""
+        elmo = self.spec.elmo
+        if elmo is None or elmo.context != "document":
+            return []
+        ids = [documents[i] if documents is not None else 0 for i, _ in pieces]
+        starts = [p for p in range(len(pieces)) if p == 0 or ids[p] != ids[p - 1]]
+        contexts: list[Context] = []
+        for a, b in zip(starts, [*starts[1:], len(pieces)], strict=True):
+            contexts += document_contexts([tokens for _, tokens in pieces[a:b]], elmo.max_stream_positions)
+        return contexts
 
     def tag(
         self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
@@ -95,49 +90,43 @@ class Predictor:
         with one id form a document; default: one document of all) with its pieces as the stream's sentences.
         """
         pieces = split_pieces(sentences)  # (sentence index, tokens of one piece)
-        self._contexts = []
-        elmo = self.spec.elmo
-        if elmo is not None and elmo.context == "document":
-            ids = [documents[i] if documents is not None else 0 for i, _ in pieces]
-            starts = [p for p in range(len(pieces)) if p == 0 or ids[p] != ids[p - 1]]
-            for a, b in zip(starts, [*starts[1:], len(pieces)], strict=True):
-                self._contexts += document_contexts(
-                    [tokens for _, tokens in pieces[a:b]], elmo.max_stream_positions
-                )
+        self._stream_contexts = self._contexts(pieces, documents)
         results: dict[int, tuple[list[str], list[float]]] = {}
-        if pieces:
-            items: Any = [
-                (p, tokens) for p, (_, tokens) in enumerate(pieces)
-            ]  # a list is a map-style dataset
-            loader: DataLoader[Any] = DataLoader(
-                items,
-                # by length; in document context in stream order, so that a batch runs few streams
-                batch_sampler=LengthBucketSampler(
-                    [len(t) for _, t in pieces],
-                    self.batch_size,
-                    max_tokens=self.max_tokens,
-                    keep_order=bool(self._contexts),
-                ),  # fmt: skip
-                collate_fn=self._collate,
-            )
-            for index, paths, chosen in self._trainer().predict(self._module, dataloaders=loader) or []:
-                for row, p in enumerate(index.tolist()):
+        # by length; in document context in stream order, so that a batch runs few streams
+        groups = budget_batches(
+            [len(t) for _, t in pieces],
+            self.batch_size,
+            self.max_tokens,
+            keep_order=bool(self._stream_contexts),
+        )
+        with torch.inference_mode():
+            for group in groups:
+                batch = self._collate([(p, pieces[p][1]) for p in group])
+                paths, chosen = self.tagger.decode_scored(batch)  # (B, T) each
+                paths_rows, chosen_rows = paths.tolist(), chosen.tolist()
+                for row, p in enumerate(group):
                     n = len(pieces[p][1])
-                    results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
+                    results[p] = (self.tags.decode(paths_rows[row][:n]), chosen_rows[row][:n])
         return join_pieces(pieces, results, len(sentences))
 
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
 
+    def tag_lines(self, lines: Iterable[str], chunk: int = 512) -> Iterator[TaggedLine]:
+        """One ``TaggedLine`` (its entities, offsets into the line) per line of raw text. Lines are processed
+        ``chunk`` at a time so that batches mix sentences across lines."""
+        return tag_lines(lines, self.tag, self.scheme, chunk)
+
     def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
-        """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line; offsets index
-        into the line. Lines are processed ``chunk`` at a time so that batches mix sentences across lines."""
+        """``tag_lines`` as JSON objects: ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}``
+        per line (what ``--format jsonl`` prints and the server answers)."""
         return predict_lines(lines, self.tag, self.scheme, chunk)
 
 
-def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
-    """Append the predicted tag (original scheme) to every token line; other lines pass through.
+def tag_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[ConllItem]:
+    """A ``TaggedSentence`` (the predicted tags, original scheme) per sentence of CoNLL token lines; other lines
+    pass through as they are.
 
     ``-DOCSTART-`` lines separate documents; a file without any is one document (document context reads it
     in chunks of ``max_stream_positions``)."""
@@ -155,5 +144,10 @@ def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
         if not sentence:
             yield block[0]
             continue
-        tags = predictor.to_source(next(tagged)[0])
-        yield from (f"{line} {tag}" for line, tag in zip(block, tags, strict=True))
+        yield TaggedSentence(tuple(block), tuple(predictor.to_source(next(tagged)[0])))
+
+
+def predict_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[str]:
+    """``tag_conll`` as lines: the predicted tag appended to every token line; other lines pass through."""
+    for item in tag_conll(predictor, lines):
+        yield from (item,) if isinstance(item, str) else item.conll_lines()

@@ -89,3 +89,18 @@ def encode_batch(
             tag_ids[b, : len(sentence_tags)] = tag_vocab.encode(sentence_tags)
         out["tags"] = torch.from_numpy(tag_ids)
     return out
+
+
+def batch_to(batch: Batch, device: torch.device) -> Batch:
+    """The batch with its tensors (``elmo_layers``' included) on ``device``; the others are shared as they are."""
+    if device.type == "cpu" and batch["words"].device.type == "cpu":
+        return batch
+    moved: dict[str, object] = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            moved[key] = value.to(device)
+        elif isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
+            moved[key] = [v.to(device) for v in value]
+        else:
+            moved[key] = value
+    return moved  # type: ignore[return-value]

@@ -164,3 +164,13 @@ class BiLstmCrfTagger(nn.Module):
     def decode(self, batch: Batch) -> torch.Tensor:
         """Viterbi tag ids (B, T), 0 at padded positions."""
         return self.crf.decode(self.emissions(batch), batch["mask"])[0]
+
+    @torch.no_grad()
+    def decode_scored(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """What prediction reports: the Viterbi path (B, T) under the scheme's constraints, 0 at padding, and
+        each chosen tag's marginal probability (B, T) float32 (forward-backward over the same emissions)."""
+        emissions = self.emissions(batch)  # (B, T, K)
+        paths = self.crf.decode(emissions, batch["mask"])[0]  # (B, T)
+        marginals = self.crf.marginals(emissions, batch["mask"])  # (B, T, K)
+        chosen = marginals.gather(-1, paths[..., None])[..., 0]  # (B, T)
+        return paths, chosen.float()

@@ -1,7 +1,7 @@
 """Tagging raw lines, the model-free part: sentences cut into pieces, tags joined back, entities with offsets.
 
 Shared by the torch predictor (``serve/predictor.py``) and the onnxruntime one (``serve/onnx_predictor.py``),
-so that both give ``predict``'s JSON objects; no torch here.
+so that both give the same ``TaggedLine`` records (``text/records.py``); no torch here.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from ner_app.text.records import Entity, TaggedLine
 from ner_app.text.tags import entities
 from ner_app.text.tokenizer import sentences as split_sentences
 
@@ -39,23 +40,29 @@ def join_pieces(
     return out
 
 
-def predict_lines(
-    lines: Iterable[str], tag: TagFunction, scheme: str, chunk: int = 512
-) -> Iterator[dict[str, Any]]:
-    """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line; offsets index into
-    the line and ``score`` is the mean probability of the entity's tags. Lines are tagged ``chunk`` at a time so
-    that batches mix sentences across lines; a line is one document."""
+def tag_lines(lines: Iterable[str], tag: TagFunction, scheme: str, chunk: int = 512) -> Iterator[TaggedLine]:
+    """One ``TaggedLine`` per line; offsets index into the line and an entity's ``score`` is the mean
+    probability of its tags. Lines are tagged ``chunk`` at a time so that batches mix sentences across lines;
+    a line is one document."""
     buffer: list[str] = []
     for line in lines:
         buffer.append(line)
         if len(buffer) == chunk:
-            yield from _predict_chunk(buffer, tag, scheme)
+            yield from _tag_chunk(buffer, tag, scheme)
             buffer = []
     if buffer:
-        yield from _predict_chunk(buffer, tag, scheme)
+        yield from _tag_chunk(buffer, tag, scheme)
 
 
-def _predict_chunk(lines: Sequence[str], tag: TagFunction, scheme: str) -> Iterator[dict[str, Any]]:
+def predict_lines(
+    lines: Iterable[str], tag: TagFunction, scheme: str, chunk: int = 512
+) -> Iterator[dict[str, Any]]:
+    """``tag_lines`` as predict's JSON objects: ``{"text", "entities": [{"start", "end", "type", "text",
+    "score"}]}`` per line (``TaggedLine.to_json``)."""
+    return (tagged.to_json() for tagged in tag_lines(lines, tag, scheme, chunk))
+
+
+def _tag_chunk(lines: Sequence[str], tag: TagFunction, scheme: str) -> Iterator[TaggedLine]:
     per_line = [split_sentences(line, max_tokens=MAX_TOKENS) for line in lines]
     flat = [[t.text for t in sentence] for sentences in per_line for sentence in sentences]
     documents = [n for n, sentences in enumerate(per_line) for _ in sentences]
@@ -67,7 +74,5 @@ def _predict_chunk(lines: Sequence[str], tag: TagFunction, scheme: str) -> Itera
             for kind, start, end in entities(tags, scheme):
                 s, e = sentence[start].start, sentence[end - 1].end
                 score = sum(scores[start:end]) / (end - start)
-                found.append(
-                    {"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(score, 4)}
-                )
-        yield {"text": line, "entities": found}
+                found.append(Entity(s, e, kind, line[s:e], round(score, 4)))
+        yield TaggedLine(line, tuple(found))

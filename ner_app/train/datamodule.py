@@ -9,10 +9,10 @@ from collections.abc import Iterator, Sequence
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ner_app.bilm.batching import batch_capacity, budget_batches, check_budget, cost
 from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, encode_batch
 from ner_app.tagger.spec import TaggerSpec
+from ner_app.text.batching import batch_capacity, budget_batches, check_budget, cost
 from ner_app.train.corpus import SPLITS, Corpus, Split
 from ner_app.train.layer_cache import LayerCache
 
@@ -62,7 +62,7 @@ class LengthBucketSampler(Sampler[list[int]]):
     length order (``keep_order``: in index order). Every index occurs exactly once (``drop_last`` drops the
     one short batch, if any).
 
-    ``max_tokens`` caps a batch's sentences x padded length (``ner_app.bilm.batching``); a sentence longer
+    ``max_tokens`` caps a batch's sentences x padded length (``ner_app.text.batching``); a sentence longer
     than it runs alone. Without shuffle, a batch closes at ``batch_size`` or at the budget. With shuffle, the
     sentences are first grouped by ``batch_capacity`` (``batch_size`` for every sentence whose ``batch_size``
     copies fit the budget, fewer for longer ones) and each group is bucketed as above with its capacity as

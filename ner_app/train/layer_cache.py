@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 
-from ner_app.bilm.batching import budget_batches
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import (
@@ -31,6 +30,7 @@ from ner_app.bilm.document import (
 )
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.progress import track
+from ner_app.text.batching import budget_batches
 from ner_app.train.layer_store import _STAGE, CacheInvalid, LayerCacheError, LayerStore, MissingLayers
 
 __all__ = [

@@ -96,7 +96,7 @@ class SplitScores:
 
     @classmethod
     def of(cls, scores: Mapping[str, Any], sentences_per_s: float | None = None) -> SplitScores:
-        """From ``train.reports.entity_scores``'s dict (checked like a file's)."""
+        """From ``text.scores.entity_scores``'s dict (checked like a file's)."""
         return cls.from_json({**scores, "sentences_per_s": sentences_per_s}, "entity scores")
 
     @classmethod

@@ -17,7 +17,7 @@ from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
-from ner_app.train.reports import entity_scores
+from ner_app.text.scores import entity_scores
 
 _BILM = "tagger.elmo.bilm."  # state-dict keys of the frozen biLM
 
@@ -175,11 +175,7 @@ class TaggerModule(pl.LightningModule):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(sentence index (B,), Viterbi tag ids (B, T), marginal probability of each chosen tag (B, T))."""
-        emissions = self.tagger.emissions(batch)
-        paths = self.tagger.crf.decode(emissions, batch["mask"])[0]  # (B, T)
-        marginals = self.tagger.crf.marginals(emissions, batch["mask"])  # (B, T, K)
-        chosen = marginals.gather(-1, paths[..., None])[..., 0]  # (B, T)
-        return batch["index"], paths, chosen.float()
+        return (batch["index"], *self.tagger.decode_scored(batch))
 
     # ------------------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

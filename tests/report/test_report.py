@@ -27,8 +27,8 @@ from ner_app.report import charts, report_after_training, write_report
 from ner_app.report.error_analysis import Outcome, classify_sentence, error_breakdown, spans
 from ner_app.report.page import png_uri
 from ner_app.report.run_files import learning_curves, read_log
+from ner_app.text.scores import entity_scores
 from ner_app.train.metrics import Mix, RunMetrics, SplitScores
-from ner_app.train.reports import entity_scores
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"

@@ -11,7 +11,7 @@ import pytest
 import train
 from ner_app.cli.commands import main
 from ner_app.text.conll import read_predictions
-from ner_app.train.reports import entity_scores
+from ner_app.text.scores import entity_scores
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"

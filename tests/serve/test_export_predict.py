@@ -49,6 +49,37 @@ def test_export_predicts_what_training_predicted(trained):
     assert all(0.0 < p <= 1.0 for _, scores in tagged for p in scores)
 
 
+@pytest.mark.filterwarnings("ignore:You are using a custom batch sampler")
+def test_plain_loop_equals_lightnings_predict_loop(trained):
+    """Prediction without Lightning gives bit for bit the tags and scores of Lightning's predict loop over
+    ``TaggerModule.predict_step`` (the path predict took before), batched by the training sampler."""
+    from torch.utils.data import DataLoader
+
+    from ner_app.runtime.trainer import evaluation_trainer
+    from ner_app.serve.predictor import PREDICT_MAX_TOKENS
+    from ner_app.tagger.batch import encode_batch
+    from ner_app.train.datamodule import LengthBucketSampler
+    from ner_app.train.module import TaggerModule
+
+    predictor = Predictor.from_export(trained / "export", batch_size=8)
+    sentences = [s.tokens for s in read_conll(TINY / "valid.txt")]
+    spec = predictor.spec
+    loader = DataLoader(
+        list(enumerate(sentences)),  # type: ignore[arg-type]
+        batch_sampler=LengthBucketSampler([len(s) for s in sentences], 8, max_tokens=PREDICT_MAX_TOKENS),
+        collate_fn=lambda items: encode_batch(
+            [t for _, t in items], spec.word_vocab, spec.char_vocab, index=[i for i, _ in items]
+        ),
+    )
+    module = TaggerModule(predictor.tagger, spec, gold={})
+    lightning: dict[int, tuple[list[str], list[float]]] = {}
+    for index, paths, chosen in evaluation_trainer().predict(module, dataloaders=loader) or []:
+        for row, i in enumerate(index.tolist()):
+            n = len(sentences[i])
+            lightning[i] = (spec.tag_vocab.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
+    assert predictor.tag(sentences) == [lightning[i] for i in range(len(sentences))]
+
+
 def test_export_command_from_checkpoint_equals_end_of_training_export(trained, tmp_path):
     assert (
         main(["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(tmp_path)])
@@ -116,6 +147,52 @@ def test_predict_text_offsets_are_exact(trained):
             found += 1
     assert json.loads(lines[1]) == {"text": "", "entities": []}
     assert found > 0
+
+
+def test_format_text_is_jsonl_and_says_so_once(trained, tmp_path, capsys):
+    """``--format text`` (the old name) prints what ``--format jsonl`` prints, with one note on stderr."""
+    from ner_app.report import formats
+
+    news = tmp_path / "news.txt"
+    news.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    common = ["predict", "--model", str(trained / "export"), "--input", str(news)]
+    assert main([*common, "--format", "jsonl"]) == 0
+    jsonl = capsys.readouterr()
+    assert jsonl.err == ""
+    formats._noted.clear()  # a fresh process: the note has not been given yet
+    for _ in range(2):
+        assert main([*common, "--format", "text"]) == 0
+    text = capsys.readouterr()
+    assert text.out == jsonl.out * 2 and text.out.count("\n") == 2 * len(TEXTS)
+    assert text.err.splitlines() == ["--format text is now called --format jsonl; it writes the same output"]
+    assert [json.loads(line) for line in jsonl.out.splitlines()] == list(
+        Predictor.from_export(trained / "export").predict_texts(TEXTS)
+    )
+
+
+def test_a_new_output_format_is_one_entry(trained, tmp_path, capsys, monkeypatch):
+    """The recipe of docs/architecture.md: one ``OutputFormat`` in ``FORMATS`` makes a ``--format`` that
+    predict accepts, lists in its help and writes, from the same records as the other formats."""
+    from ner_app.cli.parser import build_parser
+    from ner_app.report import formats
+
+    def write_spans(records, target):
+        for record in records:
+            yield " ".join(f"{e.start}:{e.end}:{e.type}" for e in record.entities) + "\n"
+
+    spans = formats.OutputFormat("spans", "text", write_spans, "start:end:type of every entity")
+    monkeypatch.setitem(formats.FORMATS, "spans", spans)
+    assert build_parser().parse_args(["predict", "--input", "-", "--format", "spans"]).format == "spans"
+    assert "spans: start:end:type of every entity" in formats.format_help()
+    news = tmp_path / "news.txt"
+    news.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert (
+        main(["predict", "--model", str(trained / "export"), "--input", str(news), "--format", "spans"]) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    expected = Predictor.from_export(trained / "export").predict_texts(TEXTS)
+    assert out == [" ".join(f"{e['start']}:{e['end']}:{e['type']}" for e in r["entities"]) for r in expected]
+    assert any(out)
 
 
 def test_predict_very_long_line(trained):

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ner_app"
 # The ground floor (modules at the package root), then the rooms in the order of the flow.
 ROOMS = ["", "config", "text", "bilm", "tagger", "runtime", "train", "pretrain", "serve", "report", "cli"]
 GROUND = {"__init__", "__main__", "errors", "limits", "files", "progress"}
+# Pairs of rooms the flow would allow but the design forbids, and why.
+FORBIDDEN = {
+    ("serve", "train"): "prediction never imports training (the decode math is the model's, in tagger/)",
+}
 
 
 def _module(path: Path) -> str:
@@ -62,6 +71,83 @@ def test_a_room_imports_only_rooms_before_it() -> None:
             if ROOMS.index(_room(target)) > here:
                 upward.append(f"{module} imports {target}")
     assert not upward, "imports against the flow:\n" + "\n".join(sorted(upward))
+
+
+def test_forbidden_room_pairs() -> None:
+    found = []
+    for module, imported in _graph().items():
+        for target in imported:
+            why = FORBIDDEN.get((_room(module), _room(target)))
+            if why:
+                found.append(f"{module} imports {target}: {why}")
+    assert not found, "\n".join(sorted(found))
+
+
+def _trainers(path: Path) -> list[int]:
+    """Lines of ``path`` that call a ``Trainer(...)`` (``pl.Trainer(`` or a bare ``Trainer(``)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) == "Trainer" or getattr(node.func, "id", None) == "Trainer")
+    ]
+
+
+def test_one_trainer_builder() -> None:
+    """Every Lightning Trainer is made in runtime/ (``runtime/trainer.py``), none beside it."""
+    calls = [
+        f"{p.relative_to(PACKAGE.parent)}:{line}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.parent.name != "runtime"
+        for line in _trainers(p)
+    ]
+    assert not calls, "Trainer(...) outside ner_app/runtime/: " + ", ".join(calls)
+    assert _trainers(PACKAGE / "runtime" / "trainer.py"), "the checker found no trainer in the builder itself"
+
+
+# What the predict, evaluate and embed commands and the Python API import (their handlers' imports included).
+LIGHT_PATHS = [
+    "ner_app",
+    "ner_app.cli.commands",
+    "ner_app.cli.inference",
+    "ner_app.report.formats",
+    "ner_app.report.predictions_html",
+    "ner_app.serve.predictor",
+    "ner_app.serve.api",
+    "ner_app.serve.embed",
+    "ner_app.serve.embed_outputs",
+    "ner_app.serve.evaluate",
+    "ner_app.serve.onnx_predictor",
+    "ner_app.text.lines",
+    "ner_app.bilm.weights",
+]
+HEAVY = {"pytorch_lightning", "lightning", "lightning_fabric", "torchmetrics", "litserve", "matplotlib"}
+
+
+def _imported_heavy(modules: list[str]) -> list[str]:
+    """The ``HEAVY`` packages in ``sys.modules`` of a fresh interpreter after importing ``modules``."""
+    code = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+        f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r}))))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_predict_and_embed_import_no_lightning() -> None:
+    """Prediction and embedding start without Lightning (or matplotlib): it is training's, and slow to import."""
+    assert _imported_heavy(LIGHT_PATHS) == []
+
+
+@pytest.mark.parametrize("module", ["ner_app.train.module", "ner_app.report.run_report"])
+def test_the_import_check_sees_a_heavy_import(module: str) -> None:
+    assert _imported_heavy([module])
 
 
 def test_no_import_cycle() -> None:

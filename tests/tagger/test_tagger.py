@@ -141,3 +141,27 @@ def test_output_mix_needs_a_second_mix():
         BiLstmCrfTagger(
             num_words=5, num_chars=5, num_tags=3, elmo=Elmo(random_bilm(), 1), elmo_at_output=True
         )
+
+
+def test_decode_scored_is_the_best_allowed_path_and_its_marginals():
+    """Prediction's decode (``decode_scored``) against brute force over every allowed path of the emissions:
+    the best path, 0 at padding, and each chosen tag's marginal probability."""
+    from tests.tagger.test_crf import oracle
+
+    tagger = make_tagger()
+    sentences = [["Alice", "Smith", "flew", "to"], ["Bob", "ran"], ["x"]]
+    batch = batch_of(sentences)
+    with torch.inference_mode():
+        paths, chosen = tagger.decode_scored(batch)
+    with torch.no_grad():
+        emissions = tagger.emissions(batch)
+    assert chosen.dtype == torch.float32 and paths.shape == chosen.shape == batch["mask"].shape
+    assert torch.equal(paths, tagger.decode(batch))
+    allowed = allowed_transitions(TAGS, "BIOES")
+    for b, sentence in enumerate(sentences):
+        n = len(sentence)
+        _, best, _, marginals = oracle(tagger.crf, emissions[b], n, allowed)
+        assert paths[b, :n].tolist() == list(best) and not paths[b, n:].any()
+        expected = marginals[torch.arange(n), torch.tensor(best)]
+        torch.testing.assert_close(chosen[b, :n].double(), expected, atol=1e-5, rtol=1e-5)
+        assert not chosen[b, n:].any()

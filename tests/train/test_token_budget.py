@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ner_app.bilm.batching import batch_capacity, budget_batches
 from ner_app.config.checks import check_train_config
 from ner_app.config.load import load_config
 from ner_app.errors import NerAppError
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
+from ner_app.text.batching import batch_capacity, budget_batches
 from ner_app.train.corpus import load_corpus
 from ner_app.train.datamodule import EVAL_MAX_TOKENS, TRAIN_MAX_TOKENS, ConllDataModule, LengthBucketSampler
 

@@ -1,5 +1,6 @@
-"""Batches of sentences under a token budget: the one batching rule of training, evaluation, ``predict``,
-``embed``, the layer-cache fill and document streams (docs/performance.md, "memory").
+"""Batches of sentences under a token budget: the one batching rule of training, evaluation, ``predict`` (torch
+and ONNX), ``evaluate``, ``embed``, pretraining's held-out batches, the layer-cache fill and document streams
+(docs/performance.md, "memory"). No torch here: the ONNX predictor uses it too.
 
 A batch's cost is its sentences x its padded length (B x T_max): every tensor of a batch scales with it, the
 character tensors (B, T_max, W) included, whose W is capped (30 characters for the tagger, 50 for the biLM).
@@ -10,6 +11,10 @@ batches of ``max_sentences`` whatever their length, the batching before budgets 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+# predict's default budget of padded tokens a batch holds (pieces x longest): 64 pieces of 250 tokens fit, so
+# the default batch size is never split; it bounds memory when --batch-size is raised (--max-tokens)
+PREDICT_MAX_TOKENS = 16384
 
 
 def check_budget(max_sentences: int | None, max_tokens: int | None) -> None:

@@ -1,0 +1,125 @@
+"""The output formats of predictions: a format's name -> its writer (``predict --format``, ``evaluate
+--predictions``). Adding a format is one entry in ``FORMATS`` (docs/architecture.md has the recipe).
+
+A writer turns prediction records (``text/records.py``) into pieces of text, written in order, so a large input
+streams: ``TaggedLine`` records for formats that read raw text lines, ``TaggedSentence`` records and the lines
+between them for formats that read CoNLL token lines (``reads``). The JSON the server answers and the entities
+the Python API returns are the same records (``TaggedLine.to_json``, ``Entity``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from ner_app.files import write_text
+from ner_app.report.predictions_html import predictions_html
+from ner_app.text.records import ConllItem, TaggedLine
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a writer knows besides the records: the model's entity types (sorted) and the input's name."""
+
+    entity_types: tuple[str, ...] = ()
+    source: str = "<stdin>"
+
+
+Writer = Callable[[Iterable[Any], Target], Iterator[str]]
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """A named output: what predict reads for it (raw ``text`` lines or ``conll`` token lines), its writer and
+    one line of help."""
+
+    name: str
+    reads: Literal["text", "conll"]
+    write: Writer
+    help: str
+
+
+def write_jsonl(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
+    """One JSON object per line (``TaggedLine.to_json``); non-ASCII kept, line separators escaped."""
+    for record in records:
+        line = json.dumps(record.to_json(), ensure_ascii=False)
+        # JSON leaves these raw, and line readers split on them: escaped, one line stays one object
+        yield line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
+def write_conll(items: Iterable[ConllItem], target: Target) -> Iterator[str]:
+    """The token lines with the predicted tag as the last column; the lines between sentences as they were."""
+    for item in items:
+        if isinstance(item, str):
+            yield item + "\n"
+        else:
+            yield from (line + "\n" for line in item.conll_lines())
+
+
+def write_html(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
+    """One self-contained page: the text with its entities highlighted by type (``predictions_html``)."""
+    results = (record.to_json() for record in records)
+    return predictions_html(results, list(target.entity_types), title=f"Entities in {target.source}")
+
+
+FORMATS: dict[str, OutputFormat] = {
+    f.name: f
+    for f in (
+        OutputFormat(
+            "jsonl",
+            "text",
+            write_jsonl,
+            'JSON lines: per input line {"text", "entities": [{"start", "end", "type", "text", "score"}]}',
+        ),
+        OutputFormat(
+            "conll",
+            "conll",
+            write_conll,
+            "CoNLL token lines in (token first), each with the predicted tag appended",
+        ),
+        OutputFormat(
+            "html",
+            "text",
+            write_html,
+            "one self-contained page, the text with its entities highlighted by type",
+        ),
+    )
+}
+ALIASES = {"text": "jsonl"}  # earlier names, still accepted: each says its new name once
+_noted: set[str] = set()
+
+
+def format_names() -> list[str]:
+    """Every name ``--format`` accepts: the formats, then the aliases."""
+    return [*FORMATS, *ALIASES]
+
+
+def format_help() -> str:
+    """``--format``'s help: a clause per format."""
+    aliases = "; ".join(f"{old}: the old name of {new}" for old, new in ALIASES.items())
+    return "; ".join(f"{f.name}: {f.help}" for f in FORMATS.values()) + f" ({aliases})"
+
+
+def output_format(name: str, notes: TextIO | None = None) -> OutputFormat:
+    """The format called ``name``; an alias says once (on ``notes``, default stderr) which name replaced it."""
+    if name in ALIASES:
+        if name not in _noted:
+            _noted.add(name)
+            new = ALIASES[name]
+            print(
+                f"--format {name} is now called --format {new}; it writes the same output",
+                file=notes or sys.stderr,
+            )
+        name = ALIASES[name]
+    if name not in FORMATS:
+        raise ValueError(f"unknown output format {name!r}: expected one of {', '.join(format_names())}")
+    return FORMATS[name]
+
+
+def write_output(path: str | Path, fmt: OutputFormat, records: Iterable[Any], target: Target) -> Path:
+    """The whole output written to ``path`` at once, by an atomic rename (``files.write_text``)."""
+    return write_text(path, "".join(fmt.write(records, target)))
