@@ -130,7 +130,9 @@ def write_prodigy(tmp: Path) -> list[Path]:
         spans = [{"start": s, "end": e, "label": kind} for s, e, kind in offsets(i)]
         lines.append(json.dumps({"text": text, "spans": spans, "answer": "accept", "_input_hash": i}))
         # a rejected and an ignored task: not read
-        lines.append(json.dumps({"text": "Bob", "spans": [{"start": 0, "end": 3, "label": "PER"}], "answer": "reject"}))
+        lines.append(
+            json.dumps({"text": "Bob", "spans": [{"start": 0, "end": 3, "label": "PER"}], "answer": "reject"})
+        )
         lines.append(json.dumps({"text": "Bob", "spans": [], "answer": "ignore"}))
     path = tmp / "prodigy.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -143,7 +145,9 @@ def write_prodigy_tokens(tmp: Path) -> list[Path]:
 
     lines = []
     for i, text in enumerate(DOCS):
-        tokens = [{"text": t.text, "start": t.start, "end": t.end, "id": k} for k, t in enumerate(tokenize(text))]
+        tokens = [
+            {"text": t.text, "start": t.start, "end": t.end, "id": k} for k, t in enumerate(tokenize(text))
+        ]
         spans = []
         for s, e, kind in offsets(i):
             first = next(t["id"] for t in tokens if t["start"] == s)
@@ -231,7 +235,9 @@ def write_io_middle_column(tmp: Path) -> list[Path]:
     """IO tags (no B-) in the second of three columns: read with --tag-column 1."""
     out = []
     for row in _reference_rows():
-        out.append("-DOCSTART- O x\n" if row is None else "".join(f"{tok} {tag} x\n" for tok, tag in row) + "\n")
+        out.append(
+            "-DOCSTART- O x\n" if row is None else "".join(f"{tok} {tag} x\n" for tok, tag in row) + "\n"
+        )
     path = tmp / "io.txt"
     path.write_text("".join(out), encoding="utf-8")
     return [path]
@@ -263,7 +269,9 @@ def test_each_format_gives_the_reference_entities(tmp_path, capsys, name, detect
     assert main(["convert", *inputs, *from_, "--output", str(out), "--strict"]) == 0
     assert sentences_of(out) == want
     summary = capsys.readouterr().out.strip().splitlines()[-1]
-    assert summary.startswith("2 documents, 3 sentences, 21 tokens, 6 entities; spans moved 0, cut 0, dropped 0")
+    assert summary.startswith(
+        "2 documents, 3 sentences, 21 tokens, 6 entities; spans moved 0, cut 0, dropped 0"
+    )
 
 
 def test_io_tags_in_a_middle_column(tmp_path):
@@ -282,7 +290,10 @@ def test_jsonl_output_reads_back_to_the_same_conll(tmp_path):
     assert main(["convert", str(doccano), "--output", str(middle)]) == 0
     records = [json.loads(line) for line in middle.read_text(encoding="utf-8").splitlines()]
     assert [r["text"] for r in records] == DOCS
-    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in records] == [offsets(0), offsets(1)]
+    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in records] == [
+        offsets(0),
+        offsets(1),
+    ]
     out = tmp_path / "out.conll"
     assert main(["convert", str(middle), "--output", str(out)]) == 0
     assert sentences_of(out) == want

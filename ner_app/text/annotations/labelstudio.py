@@ -18,6 +18,8 @@ from ner_app.text.annotations.read import char_span, need_list, read_text
 
 CHOICES = ("first", "last", "latest")
 # results that go with text spans in a named-entity project and hold no span themselves
+# data keys of projects of other types (what a task of an image, audio, video or HTML project holds)
+_MEDIA = {"image", "audio", "video", "url", "html", "hypertext", "pdf", "timeseries", "paragraphs"}
 _BESIDE_SPANS = {"relation", "choices", "textarea", "rating", "taxonomy", "number", "datetime"}
 
 
@@ -55,7 +57,7 @@ def _task_text(task: dict[str, Any], where: str) -> str:
         raise AnnotationFormatError(f"{where}: no 'data' object; expected a Label Studio task")
     if isinstance(data.get("text"), str):
         return str(data["text"])
-    strings = [v for v in data.values() if isinstance(v, str)]
+    strings = [v for k, v in data.items() if isinstance(v, str) and k not in _MEDIA]
     if len(strings) != 1:
         raise AnnotationFormatError(
             f"{where}: expected the task's text in data.text (keys found: {', '.join(sorted(data))[:60]}); "
