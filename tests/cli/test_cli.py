@@ -39,7 +39,14 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
             str(ROOT / "configs/bilm_tiny.yaml"),
             "train.strategy=1",
         ],
-        "convert": ["convert", str(tmp / "bad.json"), "--from", "labelstudio", "--output", str(tmp / "o.conll")],
+        "convert": [
+            "convert",
+            str(tmp / "bad.json"),
+            "--from",
+            "labelstudio",
+            "--output",
+            str(tmp / "o.txt"),
+        ],
     }
 
 

@@ -333,3 +333,38 @@ def test_conllu_multiword_tokens_are_one_token(tmp_path):
     (sentence,) = read_conll(out)
     assert sentence.tokens == ["Il", "parle", "du", "Parc", "des", "Princes", "."]
     assert sentence.tags == ["O", "O", "B-LOC", "I-LOC", "I-LOC", "I-LOC", "O"]
+
+
+DOC_COMMANDS = [
+    "python -m ner_app convert export.jsonl --from doccano --output mine/train.txt",
+    "python -m ner_app convert ann/ --from brat --output mine/valid.txt --labels Organization=ORG,Person=PER "
+    "--types ORG,PER --strict",
+]
+
+
+def test_documented_commands(tmp_path):
+    """docs/data.md's two commands, run as written in a folder holding a doccano export and a brat folder."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    (doccano,) = write_doccano(tmp_path)
+    doccano.rename(tmp_path / "export.jsonl")
+    ann = tmp_path / "ann"
+    ann.mkdir()
+    (ann / "a.txt").write_text("Sony hired Alice Smith.", encoding="utf-8")
+    (ann / "a.ann").write_text(
+        "T1\tOrganization 0 4\tSony\nT2\tPerson 11 22\tAlice Smith\n", encoding="utf-8"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for command in DOC_COMMANDS:
+        argv = [sys.executable, *shlex.split(command)[1:]]
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert [(s.tokens, s.tags) for s in read_conll(tmp_path / "mine/train.txt")] == [
+        (t, g) for t, g, _ in expected(tmp_path)
+    ]
+    (sentence,) = read_conll(tmp_path / "mine/valid.txt")
+    assert sentence.tags == ["B-ORG", "O", "B-PER", "I-PER", "O"]
