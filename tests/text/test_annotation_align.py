@@ -138,9 +138,9 @@ def test_the_audit_names_every_misaligned_span_by_file_and_line(tmp_path, capsys
     assert main(["convert", str(path), "--from", "doccano", "--output", str(out), "--align", "contract"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:-1] == [
-        f"{path}:2: dropped 'Sony' (ORG): its edges fall inside the tokens 'Sonys', none of them wholly in it (--align contract)",
-        f"{path}:2: dropped 'Germ' (LOC): its edges fall inside the tokens 'Germany', none of them wholly in it (--align contract)",
-        f"{path}:4: dropped 'Par' (LOC): its edges fall inside the tokens 'Paris', none of them wholly in it (--align contract)",
+        f"{path}:2: dropped 'Sony' (ORG): an edge inside the tokens 'Sonys', none of them wholly in it (--align contract)",
+        f"{path}:2: dropped 'Germ' (LOC): an edge inside the tokens 'Germany', none of them wholly in it (--align contract)",
+        f"{path}:4: dropped 'Par' (LOC): an edge inside the tokens 'Paris', none of them wholly in it (--align contract)",
     ]
     assert lines[-1] == (
         f"4 documents, 4 sentences, 13 tokens, 3 entities; spans moved 0, cut 0, dropped 3; written to {out}"

@@ -368,3 +368,26 @@ def test_documented_commands(tmp_path):
     ]
     (sentence,) = read_conll(tmp_path / "mine/valid.txt")
     assert sentence.tags == ["B-ORG", "O", "B-PER", "I-PER", "O"]
+
+
+@pytest.mark.parametrize(("choice", "kind"), [("first", "ORG"), ("last", "LOC"), ("latest", "PER")])
+def test_label_studio_annotation_choice(tmp_path, choice, kind):
+    """Three annotations of one task (and a cancelled one): --annotation picks first, last or latest."""
+
+    def annotation(label: str, updated: str, cancelled: bool = False) -> dict[str, object]:
+        value = {"start": 0, "end": 4, "text": "Sony", "labels": [label]}
+        return {
+            "result": [{"type": "labels", "value": value}],
+            "was_cancelled": cancelled,
+            "updated_at": updated,
+        }
+
+    task = {"id": 1, "data": {"text": "Sony"}, "annotations": [
+        annotation("ORG", "2024-01-01T00:00:00Z"), annotation("PER", "2024-03-01T00:00:00Z"),
+        annotation("LOC", "2024-02-01T00:00:00Z"), annotation("MISC", "2025-01-01T00:00:00Z", cancelled=True),
+    ]}  # fmt: skip
+    path = tmp_path / "ls.json"
+    path.write_text(json.dumps([task]), encoding="utf-8")
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(path), "--output", str(out), "--annotation", choice]) == 0
+    assert read_conll(out)[0].tags == [f"B-{kind}"]

@@ -119,3 +119,29 @@ def test_training_on_a_doccano_export_gives_the_same_weights(tmp_path):
     assert [(s["dev"]["f1"], s["test"]["f1"]) for s in scores][0] == [
         (s["dev"]["f1"], s["test"]["f1"]) for s in scores
     ][1]
+
+
+def test_a_bad_export_is_one_error_naming_file_and_line(tmp_path):
+    from ner_app.text.annotations.model import AnnotationFormatError
+
+    folder = write_doccano(tmp_path / "data")
+    lines = (folder / "valid.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1][:-5]
+    (folder / "valid.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(AnnotationFormatError, match=rf"^{folder}/valid.jsonl:2: not valid JSON"):
+        load_corpus(str(folder), None, "BIOES")
+
+
+def test_changed_spans_are_logged_before_training(tmp_path, caplog):
+    folder = write_doccano(tmp_path / "data")
+    first = json.loads((folder / "train.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    first["label"][0][1] -= 1  # 'Alice Smit': an edge inside a token
+    rest = (folder / "train.jsonl").read_text(encoding="utf-8").splitlines()[1:]
+    (folder / "train.jsonl").write_text("\n".join([json.dumps(first), *rest]) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="ner_app"):
+        corpus = load_corpus(str(folder), None, "BIOES")
+    assert _columns(corpus) == _columns(load_corpus(str(TINY), None, "BIOES"))  # expanded back to the tokens
+    assert (
+        f"{folder}/train.jsonl:1: moved 'Alice Smit' (PER): an edge inside the tokens 'Alice Smith'; expanded to them"
+        in caplog.text
+    )

@@ -50,7 +50,7 @@ def align(doc: TextDocument, mode: str, audit: Audit) -> TokenDocument:
         if starts[first] == start and ends[last] == end:
             spans.append(TokenSpan(first, last + 1, span.type, span.where))
             continue
-        inside = f"its edges fall inside the tokens {text[starts[first] : ends[last]]!r}"
+        inside = f"an edge inside the tokens {text[starts[first] : ends[last]]!r}"
         if mode == "strict":
             audit.report(span.where, DROPPED, marked, span.type, f"{inside} (--align strict)")
         elif mode == "expand":

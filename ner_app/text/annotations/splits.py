@@ -64,7 +64,9 @@ def read_split(path: Path, fmt: str | None, tag_column: int = -1) -> list[Senten
     sentences: list[Sentence] = []
     for doc, document in enumerate(converted):
         found = re.search(r":(\d+)", document.where[len(str(path)) :])
-        first = int(found.group(1)) if found else 1  # the document's line (its sentences have none of their own)
+        first = (
+            int(found.group(1)) if found else 1
+        )  # the document's line (its sentences have none of their own)
         sentences.extend(Sentence(tokens, tags, first, doc) for tokens, tags in document.sentences if tokens)
     if not sentences:
         raise AnnotationFormatError(f"{path}: no sentences in it")
