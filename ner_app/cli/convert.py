@@ -102,13 +102,18 @@ def convert(args: argparse.Namespace) -> int:
     for line in audit.lines:
         print(line)
     counts = audit.counts
-    notes = [f"{n} {what}" for what, n in sorted(counts.items()) if what not in ("moved", "cut", "dropped")]
+    left_out = f"; {counts['left out']} left out by --types" if "left out" in counts else ""
+    notes = [
+        f"{n} {what}"
+        for what, n in sorted(counts.items())
+        if what not in ("moved", "cut", "dropped", "left out")
+    ]
     sentences = sum(len(d.sentences) for d in converted)
     tokens = sum(len(t) for d in converted for t, _ in d.sentences)
     summary = (
         f"{len(converted)} documents, {sentences} sentences, {tokens} tokens, "
         f"{count_entities(converted, args.scheme)} entities; spans moved {counts['moved']}, cut {counts['cut']}, "
-        f"dropped {counts['dropped']}" + "".join(f"; {n}" for n in notes)
+        f"dropped {counts['dropped']}{left_out}" + "".join(f"; {n}" for n in notes)
     )
     if args.strict and audit.changed:
         print(summary)

@@ -110,7 +110,8 @@ def test_label_map_then_whitelist():
     policy = Policy({"LOC": "GPE", "New Type": "NEW"}, frozenset({"GPE", "NEW"}), "longest")
     kept = keep_spans(_doc((0, 2, "LOC"), (2, 4, "ORG"), (6, 8, "New Type")), policy, audit)
     assert [(s.type, s.start) for s in kept] == [("GPE", 0), ("NEW", 6)]
-    assert audit.lines == ["f:2: dropped 'City Council' (ORG): its type is not among --types"]
+    assert audit.lines == ["f:2: left out 'City Council' (ORG): its type is not among --types"]
+    assert audit.changed == 0  # what the user asked for: --strict does not stop on it
     with pytest.raises(AnnotationFormatError, match="^f:1: label 'New Type' is not an entity type"):
         keep_spans(_doc((0, 2, "New Type")), Policy({}, None), Audit())
 

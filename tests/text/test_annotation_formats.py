@@ -353,9 +353,10 @@ def test_documented_commands(tmp_path):
     doccano.rename(tmp_path / "export.jsonl")
     ann = tmp_path / "ann"
     ann.mkdir()
-    (ann / "a.txt").write_text("Sony hired Alice Smith.", encoding="utf-8")
-    (ann / "a.ann").write_text(
-        "T1\tOrganization 0 4\tSony\nT2\tPerson 11 22\tAlice Smith\n", encoding="utf-8"
+    (ann / "a.txt").write_text("Sony hired Alice Smith in Paris.", encoding="utf-8")
+    (ann / "a.ann").write_text(  # Location is left out by --types, which --strict accepts
+        "T1\tOrganization 0 4\tSony\nT2\tPerson 11 22\tAlice Smith\nT3\tLocation 26 31\tParis\n",
+        encoding="utf-8",
     )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -367,7 +368,7 @@ def test_documented_commands(tmp_path):
         (t, g) for t, g, _ in expected(tmp_path)
     ]
     (sentence,) = read_conll(tmp_path / "mine/valid.txt")
-    assert sentence.tags == ["B-ORG", "O", "B-PER", "I-PER", "O"]
+    assert sentence.tags == ["B-ORG", "O", "B-PER", "I-PER", "O", "O", "O"]
 
 
 @pytest.mark.parametrize(("choice", "kind"), [("first", "ORG"), ("last", "LOC"), ("latest", "PER")])
@@ -391,3 +392,13 @@ def test_label_studio_annotation_choice(tmp_path, choice, kind):
     out = tmp_path / "out.conll"
     assert main(["convert", str(path), "--output", str(out), "--annotation", choice]) == 0
     assert read_conll(out)[0].tags == [f"B-{kind}"]
+
+
+def test_a_bom_and_crlf_line_ends_are_read(tmp_path):
+    """Windows tools write a byte-order mark and CRLF line ends: the offsets still count code points of the text."""
+    want = expected(tmp_path)
+    (doccano,) = write_doccano(tmp_path)
+    doccano.write_bytes(b"\xef\xbb\xbf" + doccano.read_bytes().replace(b"\n", b"\r\n"))
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(doccano), "--output", str(out), "--strict"]) == 0
+    assert sentences_of(out) == want

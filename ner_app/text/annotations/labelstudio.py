@@ -27,7 +27,7 @@ def read_labelstudio(
     path: str | os.PathLike[str], audit: Audit, choice: str = "first"
 ) -> Iterator[TextDocument]:
     name = os.fspath(path)
-    text = read_text(path)
+    text = read_text(path).removeprefix("\ufeff")
     try:
         tasks = json.loads(text)
     except json.JSONDecodeError as err:

@@ -59,6 +59,7 @@ Document = TextDocument | TokenDocument
 # What happened to a span. Those in CHANGED count for --strict: the entity is not what the annotator marked.
 MOVED, CUT, DROPPED = "moved", "cut", "dropped"
 CHANGED = (MOVED, CUT, DROPPED)
+LEFT_OUT = "left out"  # a type outside the whitelist: named, but what the user asked for
 
 
 @dataclass

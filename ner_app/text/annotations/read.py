@@ -54,6 +54,8 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
                     f"JSON object (one document) a line, within that bound ({EXPORT_HINT})"
                 )
             line = decode(raw, name, number)
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # a BOM, as some Windows tools write
             if not line.strip():
                 continue
             try:

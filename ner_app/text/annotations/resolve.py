@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ner_app.text.annotations.model import DROPPED, AnnotationFormatError, Audit, TokenDocument, TokenSpan
+from ner_app.text.annotations.model import (
+    DROPPED,
+    LEFT_OUT,
+    AnnotationFormatError,
+    Audit,
+    TokenDocument,
+    TokenSpan,
+)
 from ner_app.text.tags import from_entities
 
 OVERLAP_MODES = ("longest", "first", "error")
@@ -44,8 +51,8 @@ def keep_spans(doc: TokenDocument, policy: Policy, audit: Audit) -> list[TokenSp
                 f"{span.where}: label {kind!r} is not an entity type (expected a name without spaces, not O); "
                 f"rename it with --labels '{kind}=NEW'"
             )
-        if policy.types is not None and kind not in policy.types:
-            audit.report(span.where, DROPPED, _shown(doc, span), kind, "its type is not among --types")
+        if policy.types is not None and kind not in policy.types:  # the user's choice: named, not a change
+            audit.report(span.where, LEFT_OUT, _shown(doc, span), kind, "its type is not among --types")
             continue
         key = (span.start, span.end, kind)
         if key in seen:
@@ -57,11 +64,13 @@ def keep_spans(doc: TokenDocument, policy: Policy, audit: Audit) -> list[TokenSp
     if policy.overlap == "longest":
         order.sort(key=lambda i: (candidates[i].start - candidates[i].end, i))
     kept: list[TokenSpan] = []
+    owner: list[TokenSpan | None] = [None] * len(doc.tokens)  # the kept span on each token
     for i in order:
         span = candidates[i]
-        clash = next((k for k in kept if k.start < span.end and span.start < k.end), None)
+        clash = next((k for k in owner[span.start : span.end] if k is not None), None)
         if clash is None:
             kept.append(span)
+            owner[span.start : span.end] = [span] * (span.end - span.start)
             continue
         other = f"{_shown(doc, clash)!r} ({clash.type}, {clash.where})"
         if policy.overlap == "error":
@@ -96,7 +105,11 @@ def tag_sentences(
 ) -> list[tuple[list[str], list[str]]]:
     """``(tokens, tags)`` of each sentence of ``doc`` with ``spans`` (sorted, not overlapping) in ``scheme``."""
     out: list[tuple[list[str], list[str]]] = []
+    at = 0  # spans are sorted: each sentence takes the next ones
     for start, end in sentence_ranges(doc, spans):
-        local = [(s.type, s.start - start, s.end - start) for s in spans if start <= s.start < end]
+        local = []
+        while at < len(spans) and spans[at].start < end:
+            local.append((spans[at].type, spans[at].start - start, spans[at].end - start))
+            at += 1
         out.append((doc.tokens[start:end], from_entities(local, end - start, scheme)))
     return out
