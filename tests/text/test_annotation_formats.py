@@ -402,3 +402,22 @@ def test_a_bom_and_crlf_line_ends_are_read(tmp_path):
     out = tmp_path / "out.conll"
     assert main(["convert", str(doccano), "--output", str(out), "--strict"]) == 0
     assert sentences_of(out) == want
+
+
+def test_label_studio_offsets_in_utf16_code_units(tmp_path, capsys):
+    """Label Studio's front end counts an emoji as two code units; the span's text says which reading is meant."""
+    text = "\U0001f680 Sony and \U0001f4a9 Paris"
+    units = {"Sony": (3, 7), "Paris": (15, 20)}  # JavaScript's String offsets
+    result = [
+        {"type": "labels", "value": {"start": a, "end": b, "text": t, "labels": ["X"]}}
+        for t, (a, b) in units.items()
+    ]
+    path = tmp_path / "ls.json"
+    path.write_text(
+        json.dumps([{"id": 1, "data": {"text": text}, "annotations": [{"result": result}]}]), encoding="utf-8"
+    )
+    out = tmp_path / "out.jsonl"
+    assert main(["convert", str(path), "--output", str(out), "--strict"]) == 0
+    (record,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [e["text"] for e in record["entities"]] == ["Sony", "Paris"]
+    assert "2 spans whose offsets count UTF-16 code units (read as such)" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -94,6 +95,11 @@ def char_span(
     """A checked span of ``text``: integer offsets with 0 <= start < end <= len(text) and a non-empty label,
     or one error naming ``where``. When the file also gives the span's text (``claimed``) and it is not
     ``text[start:end]``, the offsets point elsewhere: the span is dropped and named in the audit."""
+    if isinstance(claimed, str) and _is_int(start) and _is_int(end) and text[start:end] != claimed:
+        units = _utf16_units(text)  # a JavaScript front end counts UTF-16 code units, not code points
+        if start in units and end in units and text[units[start] : units[end]] == claimed:
+            audit.note("spans whose offsets count UTF-16 code units (read as such)")
+            start, end = units[start], units[end]
     for name, offset in (("start", start), ("end", end)):
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise AnnotationFormatError(f"{where}: expected an integer {name} offset, found {_shown(offset)}")
@@ -122,3 +128,21 @@ def _shown(value: Any) -> str:
         if value is not None
         else "nothing"
     )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.lru_cache(maxsize=2)
+def _utf16_units(text: str) -> dict[int, int]:
+    """UTF-16 code unit offset -> code point offset of every character boundary of ``text``; empty when the
+    two agree (no character outside the Basic Multilingual Plane)."""
+    if all(ord(c) <= 0xFFFF for c in text):
+        return {}
+    units, at = {}, 0
+    for index, char in enumerate(text):
+        units[at] = index
+        at += 2 if ord(char) > 0xFFFF else 1
+    units[at] = len(text)
+    return units
