@@ -226,3 +226,16 @@ def test_never_over_an_input_or_a_file_it_did_not_write(tmp_path, capsys):
 def test_missing_input_is_one_line(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "o.conll")]) == 2
     one_error_line(capsys, "nope.jsonl: not found")
+
+
+def test_a_line_beyond_the_real_bound_is_refused(tmp_path, capsys):
+    """The real 64 MiB bound: a longer line (the head of a 1 GB one) is refused after reading the bound only."""
+    path = tmp_path / "a.jsonl"
+    with open(path, "wb") as f:
+        f.write(GOOD.encode() + b'\n{"text": "')
+        f.write(b"x" * (limits.MAX_ANNOTATION_LINE_BYTES + 16))
+        f.write(b'", "label": []}\n')
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(path), "--from", "doccano", "--output", str(out)]) == 2
+    one_error_line(capsys, f"{path}:2: a line longer than 67,108,864 bytes")
+    assert not out.exists()
