@@ -421,3 +421,18 @@ def test_label_studio_offsets_in_utf16_code_units(tmp_path, capsys):
     (record,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [e["text"] for e in record["entities"]] == ["Sony", "Paris"]
     assert "2 spans whose offsets count UTF-16 code units (read as such)" in capsys.readouterr().out
+
+
+def test_label_studio_json_min(tmp_path):
+    """Label Studio's JSON-MIN export: the text and the regions at the top of each task."""
+    want = expected(tmp_path)
+    tasks = [
+        {"id": 5 + i, "text": text, "annotator": 1, "annotation_id": 9,
+         "label": [{"start": s, "end": e, "text": text[s:e], "labels": [kind]} for s, e, kind in offsets(i)]}
+        for i, text in enumerate(DOCS)
+    ]  # fmt: skip
+    path = tmp_path / "min.json"
+    path.write_text(json.dumps(tasks), encoding="utf-8")
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(path), "--output", str(out), "--strict"]) == 0
+    assert sentences_of(out) == want

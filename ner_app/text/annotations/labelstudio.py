@@ -4,6 +4,8 @@ The file is a JSON list of tasks: ``{"id", "data": {"text": ...}, "annotations":
 "was_cancelled", ...}]}``; a span is a result of type ``labels`` whose ``value`` holds ``start``, ``end``,
 ``text`` and ``labels``. Cancelled (skipped) annotations are not read. When a task has several annotations,
 ``choice`` says which is used: ``first`` or ``last`` in the file, or ``latest`` (the newest ``updated_at``).
+The JSON-MIN export (one object a task: ``text`` and, under the labels control's name, its regions
+``{start, end, text, labels}``) is read too.
 """
 
 from __future__ import annotations
@@ -82,7 +84,26 @@ def _annotation(task: dict[str, Any], where: str, audit: Audit, choice: str) -> 
     return kept[0] if choice == "first" else kept[-1]
 
 
+def _json_min(task: dict[str, Any], where: str, audit: Audit) -> TextDocument:
+    """A task of the JSON-MIN export: the text at the top, each labels control's regions under its name."""
+    text = str(task["text"])
+    spans: list[CharSpan] = []
+    for value in task.values():
+        regions = value if isinstance(value, list) else []
+        for region in regions:
+            if isinstance(region, dict) and "labels" in region and "start" in region:
+                for label in need_list(region["labels"], where, "labels"):
+                    span = char_span(
+                        text, region.get("start"), region.get("end"), label, where, audit, region.get("text")
+                    )
+                    if span is not None:
+                        spans.append(span)
+    return TextDocument(where, text, spans)
+
+
 def _document(task: dict[str, Any], where: str, audit: Audit, choice: str) -> TextDocument:
+    if "data" not in task and isinstance(task.get("text"), str):
+        return _json_min(task, where, audit)
     text = _task_text(task, where)
     annotation = _annotation(task, where, audit, choice)
     spans: list[CharSpan] = []
