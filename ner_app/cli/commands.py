@@ -39,12 +39,16 @@ def _train(args: argparse.Namespace) -> int:
 
     from ner_app.cli.seeds import SeedsError, parse_seeds, train_seeds
     from ner_app.config.load import load_config
+    from ner_app.train.early_checks import check_before_training
 
     # the seeds before the config: the cheaper error first
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     if seeds is None and args.parallel is not None:
         raise SeedsError("--parallel N goes with --seeds (it trains N seeds at a time)")
     cfg = load_config(args.config, args.overrides)
+    check_before_training(
+        cfg
+    )  # values, data and biLM files: one line in a second, before torch and Lightning
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if seeds is None:
         return _train_once(cfg, args.resume)
@@ -98,10 +102,12 @@ def _compare(args: argparse.Namespace) -> int:
 def _pretrain_bilm(args: argparse.Namespace) -> int:
     import logging
 
+    from ner_app.config.checks import check_pretrain_config
     from ner_app.config.load import BilmPretrainConfig, load_config
 
     overrides = [*args.overrides, *([f"train.threads={args.threads}"] if args.threads else [])]
     cfg = load_config(args.config, overrides, schema=BilmPretrainConfig)
+    check_pretrain_config(cfg)  # before torch and Lightning: a bad value is one line in a second
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from ner_app.pretrain.run import run_pretraining  # heavy imports after the config is known to be valid
 

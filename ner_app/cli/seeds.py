@@ -23,7 +23,6 @@ from typing import IO
 
 from ner_app.config.load import TrainConfig
 from ner_app.errors import NerAppError
-from ner_app.runtime.run_dir import IDENTITY_KEY, config_changes
 from ner_app.train.metrics import RunMetrics
 
 MAX_SEEDS = 1000  # a sweep larger than this is a typo (1-10000 for 1-100)
@@ -105,6 +104,7 @@ def _check_same_recipe(cfg: TrainConfig, folder: Path) -> None:
     """The finished run's identity (its last checkpoint: config and data fingerprint) must be this seed's,
     as ``--resume`` requires of a checkpoint it continues."""
     from ner_app.runtime.checkpoint import load_checkpoint
+    from ner_app.runtime.run_dir import IDENTITY_KEY, config_changes  # Lightning: after the early checks
     from ner_app.train.run import run_identity_of
 
     last = folder / "checkpoints" / "last.ckpt"

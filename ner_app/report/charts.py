@@ -10,34 +10,52 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ner_app.report.page import new_figure, plain
 from ner_app.train.metrics import Mix
+
+MIN_POINTS = 3  # a learning curve of fewer points is written out as a line of text, not drawn
 
 
 def learning_curves(
     loss: Mapping[int, float],
     dev: Mapping[int, Mapping[str, float]],
     speed: Mapping[int, Mapping[str, float]],
-) -> Figure:
-    """Three panels over epochs: mean train loss, dev P/R/F1 (%), training sentences/s and tokens/s."""
-    figure = new_figure(11, 3.2)
-    ax_loss, ax_dev, ax_speed = figure.subplots(1, 3)
-    ax_loss.plot(list(loss), list(loss.values()), marker="o", color="tab:blue")
-    ax_loss.set(title="train loss (mean per sentence)", xlabel="epoch")
-    for key, color in (("f1", "tab:red"), ("precision", "tab:green"), ("recall", "tab:orange")):
-        epochs = [e for e in dev if key in dev[e]]
-        ax_dev.plot(epochs, [dev[e][key] for e in epochs], marker="o", color=color, label=key)
-    ax_dev.set(title="dev entity scores (%)", xlabel="epoch")
-    ax_dev.legend(loc="lower right", fontsize="small")
-    epochs = list(speed)
-    ax_speed.plot(epochs, [speed[e]["sentences"] for e in epochs], marker="o", color="tab:purple")
-    ax_speed.set(title="training throughput", xlabel="epoch")
-    ax_speed.set_ylabel("sentences / s", color="tab:purple")
-    tokens = ax_speed.twinx()
-    tokens.plot(epochs, [speed[e]["tokens"] for e in epochs], marker="s", color="tab:gray")
-    tokens.set_ylabel("tokens / s", color="tab:gray")
-    for ax in (ax_loss, ax_dev, ax_speed):
+) -> Figure | None:
+    """Side by side over whole epochs (numbered as given, ticks on whole numbers), each panel only when it has
+    at least ``MIN_POINTS`` epochs: train loss per token, dev P/R/F1 (%), training sentences/s and tokens/s.
+    None when no panel has enough."""
+    panels = [name for name, points in (("loss", loss), ("dev", dev), ("speed", speed))
+              if len(points) >= MIN_POINTS]  # fmt: skip
+    if not panels:
+        return None
+    figure = new_figure(max(4.4, 11 * len(panels) / 3), 3.2)
+    axes = dict(zip(panels, figure.subplots(1, len(panels), squeeze=False)[0], strict=True))
+    if "loss" in axes:
+        ax = axes["loss"]
+        ax.plot(list(loss), list(loss.values()), marker="o", color="tab:blue")
+        ax.set(title="train loss per token (epoch mean)", xlabel="epoch")
+    if "dev" in axes:
+        ax = axes["dev"]
+        for key, color in (("f1", "tab:red"), ("precision", "tab:green"), ("recall", "tab:orange")):
+            epochs = [e for e in dev if key in dev[e]]
+            ax.plot(epochs, [dev[e][key] for e in epochs], marker="o", color=color, label=key)
+        ax.set(title="dev entity scores (%)", xlabel="epoch")
+        ax.legend(loc="best", fontsize="small")
+    if "speed" in axes:
+        ax = axes["speed"]
+        epochs = list(speed)
+        ax.plot(epochs, [speed[e]["sentences"] for e in epochs], marker="o", color="tab:purple")
+        ax.set(title="training throughput", xlabel="epoch")
+        ax.set_ylabel("sentences / s", color="tab:purple")
+        tokens = ax.twinx()
+        tokens.plot(epochs, [speed[e]["tokens"] for e in epochs], marker="s", color="tab:gray")
+        tokens.set_ylabel("tokens / s", color="tab:gray")
+    for name, ax in axes.items():
+        epochs = list({"loss": loss, "dev": dev, "speed": speed}[name])
+        ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs: no 0.5 between two of them
         ax.grid(alpha=0.3)
     return figure
 

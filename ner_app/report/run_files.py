@@ -24,7 +24,7 @@ from ner_app.train.metrics import Mix
 
 Sentence = PredictedSentence  # tokens, gold tags, predicted tags
 Curves = tuple[dict[int, float], dict[int, dict[str, float]], dict[int, dict[str, float]]]
-LOG_COLUMNS = ("epoch", "step", "val_f1")  # train_loss: only once log_every_n_steps steps ran
+LOG_COLUMNS = ("epoch", "step", "val_f1")  # train_token_loss: not in the logs of older versions
 _MIX = re.compile(r"(?:tagger\.)?elmo\.scalar_mixes\.(\d+)\.(scalar_parameters|gamma)")
 
 
@@ -72,22 +72,23 @@ def read_log(run_dir: Path) -> list[dict[str, float]]:
 
 
 def learning_curves(rows: Sequence[dict[str, float]]) -> Curves:
-    """Per epoch: mean train loss, dev scores of the fit's validations and training throughput.
+    """Per epoch, numbered from 1 as the console numbers them: the training loss per token, dev scores of the
+    fit's validations and training throughput.
 
-    train.py validates the chosen checkpoint once more after fit; that validation, the log's last, is left
-    out (metrics.json holds it), and every earlier one is an epoch's. Throughput comes from Lightning's
-    cumulative ``train/time``, ``train/samples`` and ``train/lengths``, taken between an epoch's first and
-    last logged batch so that validation time is excluded.
+    The loss is ``train_token_loss``, logged once an epoch: the summed loss of all its batches over their
+    tokens (the per-step ``train_loss`` samples single batches and is not drawn). train.py validates the chosen
+    checkpoint once more after fit; that validation, the log's last, is left out (metrics.json holds it), and
+    every earlier one is an epoch's. Throughput comes from Lightning's cumulative ``train/time``,
+    ``train/samples`` and ``train/lengths``, taken between an epoch's first and last logged batch so that
+    validation time is excluded.
     """
-    losses: dict[int, list[float]] = defaultdict(list)
+    loss = {int(r["epoch"]) + 1: r["train_token_loss"] for r in rows if "train_token_loss" in r}
     counters: dict[int, list[dict[str, float]]] = defaultdict(list)
     for row in rows:
-        if "train_loss" in row:
-            losses[int(row["epoch"])].append(row["train_loss"])
         if {"train/time", "train/samples", "train/lengths"} <= row.keys():
-            counters[int(row["epoch"])].append(row)
+            counters[int(row["epoch"]) + 1].append(row)
     validations = [r for r in rows if "val_f1" in r][:-1]
-    dev = {int(r["epoch"]): {k: r[f"val_{k}"] for k in ("f1", "precision", "recall") if f"val_{k}" in r}
+    dev = {int(r["epoch"]) + 1: {k: r[f"val_{k}"] for k in ("f1", "precision", "recall") if f"val_{k}" in r}
            for r in validations}  # fmt: skip
     speed = {}
     for epoch, group in sorted(counters.items()):
@@ -96,7 +97,7 @@ def learning_curves(rows: Sequence[dict[str, float]]) -> Curves:
         if seconds > 0:
             speed[epoch] = {"sentences": (last["train/samples"] - first["train/samples"]) / seconds,
                             "tokens": (last["train/lengths"] - first["train/lengths"]) / seconds}  # fmt: skip
-    return {e: sum(v) / len(v) for e, v in sorted(losses.items())}, dict(sorted(dev.items())), speed
+    return dict(sorted(loss.items())), dict(sorted(dev.items())), speed
 
 
 def read_predictions(run_dir: Path, split: str) -> list[Sentence]:

@@ -36,6 +36,7 @@ from ner_app.train.metrics import Mix, RunMetrics
 
 log = logging.getLogger("ner_app")
 MAX_SENTENCES = 20
+MAX_PLACES = 8  # where a repeated sentence occurs: the first few
 LABELS = {"correct": "correct", "wrong_type": "wrong type", "wrong_boundary": "wrong boundary",
           "missed": "missed", "spurious": "spurious"}  # fmt: skip
 
@@ -109,23 +110,80 @@ def highlighted(tokens: Sequence[str], marked: Marked) -> str:
 
 
 def _sentences_section(data: dict[str, list[Sentence]], breakdowns: dict[str, ErrorBreakdown]) -> str:
-    shown: list[str] = []
+    # A sentence that occurs more than once with the same gold and predicted tags (CoNLL-2003 test repeats some)
+    # is one entry, shown once with where it occurs.
+    found: dict[tuple[tuple[str, ...], ...], tuple[Sentence, list[Outcome], list[str]]] = {}
     for split in ("test", "dev"):
         for number, (sentence, outcomes) in enumerate(
             zip(data[split], breakdowns[split].sentences, strict=True)
         ):
-            if len(shown) == MAX_SENTENCES or not has_error(outcomes):
-                continue
-            tokens, gold_tags, predicted_tags = sentence
-            gold, predicted = _marks(spans(gold_tags), spans(predicted_tags), outcomes)
-            shown.append(
-                f'<div class="sentence"><div class="note">{page.esc(split)} sentence {number + 1}</div>'
-                f'<div class="tagged"><span class="who">gold</span>{highlighted(tokens, gold)}</div>'
-                f'<div class="tagged"><span class="who">predicted</span>{highlighted(tokens, predicted)}</div></div>'
-            )  # fmt: skip
-    intro = page.paragraph(f"{len(shown)} sentences with at least one error (test first, then dev; at most "
-                           f"{MAX_SENTENCES}); a red frame marks an entity that is not correct.", note=True)  # fmt: skip
+            if has_error(outcomes):
+                key = tuple(map(tuple, sentence))
+                found.setdefault(key, (sentence, outcomes, []))[2].append(f"{split} sentence {number + 1}")
+    shown = []
+    for (tokens, gold_tags, predicted_tags), outcomes, where in list(found.values())[:MAX_SENTENCES]:
+        gold, predicted = _marks(spans(gold_tags), spans(predicted_tags), outcomes)
+        label = where[0]
+        if len(where) > 1:
+            places = ", ".join(where[:MAX_PLACES]) + (", ..." if len(where) > MAX_PLACES else "")
+            label = f"{len(where)} times, shown once: {places}"
+        shown.append(
+            f'<div class="sentence"><div class="note">{page.esc(label)}</div>'
+            f'<div class="tagged"><span class="who">gold</span>{highlighted(tokens, gold)}</div>'
+            f'<div class="tagged"><span class="who">predicted</span>{highlighted(tokens, predicted)}</div></div>'
+        )  # fmt: skip
+    total = sum(len(where) for *_, where in found.values())
+    repeats = f" ({total} counting repeats, each shown once with its count)" if total > len(found) else ""
+    intro = page.paragraph(f"{len(found)} sentences with at least one error{repeats}; test first, then dev, at "
+                           f"most {MAX_SENTENCES} shown. A red frame marks an entity that is not correct.",
+                           note=True)  # fmt: skip
     return page.section("sentences", "Sentences with errors", [intro, *shown])
+
+
+CURVES_NOTE = (
+    "Epochs are numbered from 1, as the console numbers them. Train loss: each epoch's loss per token, the "
+    "summed loss of all its batches (the CRF's negative log-likelihood; with ELMo, plus its mix penalty) "
+    "divided by all their tokens; the log's per-step train_loss, one batch's loss per sentence, is not drawn. Dev: entity "
+    "precision, recall and F1 (%) after each epoch. Throughput: training sentences and tokens per second "
+    f"within each epoch, validation left out. A curve of fewer than {charts.MIN_POINTS} epochs is written "
+    "out instead of drawn."
+)
+
+
+SCORE_NAMES = (("f1", "F1"), ("precision", "precision"), ("recall", "recall"))
+
+
+def _curve_lines(
+    loss: dict[int, float], dev: dict[int, dict[str, float]], speed: dict[int, dict[str, float]]
+) -> list[str]:
+    """One line per learning curve with fewer than ``charts.MIN_POINTS`` epochs: its values, or why it has none."""
+    curves = {
+        "Train loss per token": ({e: f"{v:.4g}" for e, v in loss.items()},
+                                 "logs/metrics.csv has no train_token_loss"),
+        "Dev entity scores": ({e: ", ".join(f"{name} {v[k]:.2f}" for k, name in SCORE_NAMES if k in v)
+                               for e, v in dev.items()}, "no validation in logs/metrics.csv"),
+        "Training throughput": ({e: f"{v['sentences']:.1f} sentences/s, {v['tokens']:.0f} tokens/s"
+                                 for e, v in speed.items()}, "not measured: no epoch logged two training steps"),
+    }  # fmt: skip
+    lines = []
+    for title, (points, missing) in curves.items():
+        if not points:
+            lines.append(f"{title}: {missing}.")
+        elif len(points) < charts.MIN_POINTS:
+            values = "; ".join(f"epoch {e}: {text}" for e, text in points.items())
+            lines.append(f"{title}: {values} (not drawn: fewer than {charts.MIN_POINTS} epochs).")
+    return lines
+
+
+def _curves_section(
+    loss: dict[int, float], dev: dict[int, dict[str, float]], speed: dict[int, dict[str, float]]
+) -> str:
+    parts = [page.paragraph(CURVES_NOTE, note=True)]
+    figure = charts.learning_curves(loss, dev, speed)
+    if figure is not None:
+        parts.append(page.image(figure, "learning curves"))
+    parts += [page.paragraph(line) for line in _curve_lines(loss, dev, speed)]
+    return page.section("learning-curves", "Learning curves", parts)
 
 
 def _per_type_section(metrics: RunMetrics) -> str:
@@ -167,12 +225,13 @@ def build_report(run_dir: str | Path) -> str:
     summary = page.table(["split", "precision", "recall", "F1", "sentences / s (evaluation)"],
                          [[s, x.precision, x.recall, x.f1, speeds[s]] for s, x in scores.items()])  # fmt: skip
     loss, dev, speed = learning_curves(rows)
-    curves = page.image(charts.learning_curves(loss, dev, speed), "learning curves")
     epochs = len(set(loss) | set(dev) | set(speed))
-    note = f"{epochs} epochs trained; entity scores in %, seqeval default mode (conlleval)."
+    note = (
+        f"{epochs} epoch{'s' * (epochs != 1)} trained; entity scores in %, seqeval default mode (conlleval)."
+    )
     sections = [
         page.section("summary", "Final scores (best checkpoint)", [summary, page.paragraph(note, note=True)]),
-        page.section("learning-curves", "Learning curves", [curves]),
+        _curves_section(loss, dev, speed),
         _per_type_section(metrics), _error_section(breakdowns), _confusion_section(breakdowns),
         _elmo_section(mixes, source), _sentences_section(data, breakdowns),
     ]  # fmt: skip

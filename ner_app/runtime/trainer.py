@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+from lightning_fabric.utilities.data import sized_len
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger, TensorBoardLogger
 
@@ -39,7 +40,8 @@ def build_trainer(
         precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
         max_time=max_time,  # type: ignore[arg-type]  # minutes may be fractional; Lightning takes a float
         gradient_clip_val=grad_clip, gradient_clip_algorithm="norm",
-        callbacks=[*callbacks, *lightning_progress(runtime.enable_progress_bar)],
+        callbacks=[*callbacks, *lightning_progress(runtime.enable_progress_bar),
+                   FittedLogInterval(runtime.log_every_n_steps)],
         logger=run_loggers(runtime.logger, run_dir, keep_below) if run_dir is not None else False,
         plugins=[SafeCheckpointIO()], log_every_n_steps=runtime.log_every_n_steps,
         enable_progress_bar=runtime.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
@@ -47,6 +49,42 @@ def build_trainer(
         use_distributed_sampler=False,  # every loader of this project shards by rank itself
         **loops,
     )  # fmt: skip
+
+
+class FittedLogInterval(Callback):
+    """Lightning logs a training step every ``log_every_n_steps`` optimiser steps, and warns when an epoch has
+    fewer batches than that. The interval used is at most half an epoch's batches (after
+    ``limit_train_batches``, on this rank): an epoch of two or more batches then logs at least two steps, which
+    the run report's throughput needs, and Lightning has nothing to warn about. A data set of at least twice
+    the interval asked for keeps it. Set before the fit loop reads its data."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        batches = training_batches(trainer)
+        every = self.every if batches is None else fitted_interval(self.every, batches)
+        trainer.log_every_n_steps = every  # type: ignore[attr-defined]  # set by Lightning at init, not declared
+
+
+def fitted_interval(every: int, batches: int) -> int:
+    """The logging interval for ``batches`` training batches an epoch when ``every`` was asked for."""
+    return max(1, min(every, batches // 2))
+
+
+def training_batches(trainer: pl.Trainer) -> int | None:
+    """The training batches of one epoch on this rank, as Lightning will count them; None when the data is not
+    a DataModule's (pretraining's streams) or has no length."""
+    datamodule = getattr(trainer, "datamodule", None)  # Lightning's, set by fit (not declared on Trainer)
+    if datamodule is None:
+        return None
+    batches = sized_len(datamodule.train_dataloader())
+    if batches is None:
+        return None
+    limit = trainer.limit_train_batches
+    if isinstance(limit, int):
+        return min(batches, limit)
+    return batches if limit is None else int(batches * limit)
 
 
 def require_logger(name: str, key: str) -> None:

@@ -7,11 +7,15 @@ are the command's, and the embedder the same batches as ``embed`` (``serve/embed
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import load_bilm as load_bilm_files
@@ -33,6 +37,60 @@ def shipped(path: Path, what: str) -> Path:
             "folder: install from a clone with pip install -e ., or pass a path)"
         )
     return path
+
+
+# ---------------------------------------------------------------- arguments: wrong types fail here, by name
+def _kind(value: Any) -> str:
+    """What a value is, for messages: ``a string``, ``bytes``, ``int``."""
+    if isinstance(value, str):
+        return "a string"
+    return "bytes" if isinstance(value, bytes | bytearray) else type(value).__name__
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an integer >= 1, found {_kind(value)} {value!r:.40}")
+    if value < 1:
+        raise ValueError(f"{name}: expected an integer >= 1, found {value}")
+    return value
+
+
+def _folder(path: Any, name: str = "path") -> Path | None:
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}: expected a folder path (str or pathlib.Path) or None, found {_kind(path)}")
+    return None if path is None else Path(path)
+
+
+def _device(device: Any) -> str:
+    if not isinstance(device, str):
+        raise TypeError(f"device: expected 'cpu' or 'cuda' (a string), found {_kind(device)}")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
+        raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', found {device!r:.40}")
+    if device != "cpu" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: torch {torch.__version__} sees no CUDA device here; use 'cpu'")
+    return device
+
+
+def _items(values: Any, name: str, what: str) -> list[Any]:
+    """``values`` as a list; a string (or bytes) is refused: it would be a list of one-character items."""
+    if isinstance(values, str | bytes | bytearray) or not isinstance(values, Iterable):
+        raise TypeError(f"{name}: expected a list of {what}, found {_kind(values)}")
+    return list(values)
+
+
+def _tokens(sentence: Any, name: str) -> list[str]:
+    """A tokenised sentence: a list of token strings, each non-empty and without whitespace (as in CoNLL)."""
+    if isinstance(sentence, str | bytes | bytearray) or not isinstance(sentence, Iterable):
+        raise TypeError(f"{name}: expected a list of token strings, found {_kind(sentence)}")
+    tokens = list(sentence)
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"{name}[{i}]: expected a token string, found {_kind(token)}")
+        if not token or any(c.isspace() for c in token):  # CoNLL's tokens; ' ' would change every tag
+            raise ValueError(
+                f"{name}[{i}]: expected a token without whitespace, found {token!r:.40} (split it into tokens)"
+            )
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -65,25 +123,37 @@ class Tagger:
         results equal ``ner-app predict``'s JSON lines for the same lines.
         """
         if isinstance(texts, str):  # a string is an iterable of one-character texts: surely a mistake
-            raise TypeError("predict takes a list of texts; use predict_text for one text")
+            raise TypeError(
+                "texts: predict takes a list of texts, found a string; use predict_text for one text"
+            )
+        checked = _items(texts, "texts", "texts (strings)")
+        for i, text in enumerate(checked):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{i}]: expected a string, found {_kind(text)}")
         return [
             [Entity(**found) for found in result["entities"]]
-            for result in self.predictor.predict_texts(texts)
+            for result in self.predictor.predict_texts(checked)
         ]
 
     def predict_text(self, text: str) -> list[Entity]:
         """The entities of one text."""
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a string, found {_kind(text)}")
         return self.predict([text])[0]
 
     def tag(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
-        """Tags (in the scheme of the training files, IOB1 for CoNLL-2003) of tokenised sentences."""
-        return [self.predictor.to_source(tags) for tags, _ in self.predictor.tag(sentences)]
+        """Tags (in the scheme of the training files, IOB1 for CoNLL-2003) of tokenised sentences: a list of
+        sentences, each a list of token strings (``[["Alice", "flew", "."]]``)."""
+        what = "sentences, each a list of token strings"
+        checked = [_tokens(s, f"sentences[{i}]") for i, s in enumerate(_items(sentences, "sentences", what))]
+        return [self.predictor.to_source(tags) for tags, _ in self.predictor.tag(checked)]
 
 
 def load_tagger(path: str | Path | None = None, device: str = "cpu", batch_size: int = 64) -> Tagger:
     """Load an export (``export`` command, or ``RUN/export`` of a training run); ``None``: the shipped
     CoNLL-2003 tagger. Nothing is unpickled; checksums, shapes and the biLM's fingerprint are verified."""
-    folder = shipped(SHIPPED_MODEL, "CoNLL-2003 tagger") if path is None else Path(path)
+    given, device, batch_size = _folder(path), _device(device), _positive_int(batch_size, "batch_size")
+    folder = shipped(SHIPPED_MODEL, "CoNLL-2003 tagger") if given is None else given
     return Tagger(Predictor.from_export(folder, device=device, batch_size=batch_size), folder)
 
 
@@ -108,15 +178,19 @@ class Embedder:
     ) -> list[Embedding]:
         """One ``Embedding`` per sentence: a string is tokenised like ``predict`` (``embed --tokenize``), a
         list of strings is taken as its tokens. The arrays equal those ``embed`` writes."""
+        given = _items(sentences, "sentences", "sentences (strings or lists of token strings)")
+        batch_size = _positive_int(batch_size, "batch_size")
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision: expected 'fp32' or 'bf16', found {precision!r:.40}")
         tokens: list[list[str]] = []
         offsets: list[list[tuple[int, int]] | None] = []
-        for sentence in sentences:
+        for i, sentence in enumerate(given):
             if isinstance(sentence, str):
                 found = tokenize(sentence)
                 tokens.append([t.text for t in found])
                 offsets.append([(t.start, t.end) for t in found])
             else:
-                tokens.append(list(sentence))
+                tokens.append(_tokens(sentence, f"sentences[{i}]"))
                 offsets.append(None)
         layers: list[np.ndarray | None] = [None] * len(tokens)
         with inference_autocast(self.device, precision):
@@ -128,7 +202,8 @@ class Embedder:
 def load_bilm(path: str | Path | None = None, device: str = "cpu") -> Embedder:
     """Load a biLM folder (``options.json`` + ``weights.hdf5``: one written by ``pretrain-bilm`` or
     ``download-elmo``); ``None``: the shipped biLM in ``data/bilm``."""
-    folder = shipped(SHIPPED_BILM, "biLM") if path is None else Path(path)
+    given, device = _folder(path), _device(device)
+    folder = shipped(SHIPPED_BILM, "biLM") if given is None else given
     return Embedder(load_bilm_files(*bilm_files(folder)), device)
 
 

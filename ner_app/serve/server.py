@@ -5,7 +5,10 @@ every body, ``http_guard.py``) and one inference worker (it loads the export onc
 the requests that are queued and those due back (``CollectingLoop``), at most ``max_batch_size``, and tags
 the texts of all of them in one ``Predictor.predict_texts`` call, so sentences are batched across requests.
 SIGTERM stops the HTTP process first (it stops accepting and answers what is in flight), then the worker;
-the exit code is 0.
+the exit code is 0. If the worker dies, the supervisor sees it at once (``_watch_worker``), the requests
+waiting for it are answered 503 (``http_guard.py``), and the server stops with one line and exit code 1.
+Slow clients are timed out and open connections capped (``ServeSpec``). LitServe's internals are reached
+only through ``litserve_compat.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import ipaddress
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import socket
@@ -27,13 +31,11 @@ from types import FrameType
 from typing import Any
 
 import litserve as ls  # type: ignore[import-untyped]
-from litserve.loops.base import _SENTINEL_VALUE  # type: ignore[import-untyped]
-from litserve.loops.simple_loops import BatchedLoop  # type: ignore[import-untyped]
-from litserve.utils import WorkerSetupStatus  # type: ignore[import-untyped]
 from starlette.exceptions import HTTPException
 
 from ner_app.errors import NerAppError
-from ner_app.serve.http_guard import PredictGuard, http_error
+from ner_app.serve.http_guard import PredictGuard, header_deadline, http_error
+from ner_app.serve.litserve_compat import SENTINEL, BatchedLoop, CompatServer, WorkerSetupStatus
 
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = ("0.0.0.0", "::")  # what LitServe binds besides loopback
@@ -53,6 +55,10 @@ class ServeSpec:
     batch_timeout: float = 0.02  # at most, the worker waits this long for the requests of a batch
     timeout: float = 30.0  # seconds a request may wait in the queue before a 504
     drain_timeout: float = 30.0  # after SIGTERM, seconds the requests in flight have to finish
+    header_timeout: float = 10.0  # seconds a request's head may take (from the connection or the last answer)
+    body_timeout: float = 30.0  # seconds a /predict body may take, once its head is in
+    keep_alive_timeout: float = 5.0  # seconds an idle connection stays open between requests (uvicorn's)
+    max_connections: int = 256  # open at once; then a request gets uvicorn's 503 (limit_concurrency)
     log_level: str = "warning"
 
 
@@ -114,7 +120,7 @@ class CollectingLoop(BatchedLoop):
             except Empty:
                 return [], []
         deadline = time.monotonic() + lit_api.batch_timeout
-        while len(items) < expected and _SENTINEL_VALUE not in items:
+        while len(items) < expected and SENTINEL not in items:
             try:
                 items.append(request_queue.get(timeout=max(deadline - time.monotonic(), 0.0)))
             except Empty:
@@ -123,7 +129,7 @@ class CollectingLoop(BatchedLoop):
         batch, late = [], []
         limit = lit_api.request_timeout
         for item in items:
-            if item == _SENTINEL_VALUE:
+            if item == SENTINEL:
                 continue
             queue_id, uid, timestamp, payload = item
             if limit not in (None, False, -1) and time.monotonic() - timestamp > limit:
@@ -191,24 +197,41 @@ class _StoppedEarly(Exception):
     """SIGTERM while the model was loading."""
 
 
-class TaggerServer(ls.LitServer):
-    """LitServer that reports a worker's failed start in one line and stops on SIGTERM without dropping
-    requests in flight."""
+class TaggerServer(CompatServer):
+    """LitServer that reports a worker's failed start in one line, stops on SIGTERM without dropping
+    requests in flight, and on the worker's death answers the requests waiting for it 503 and stops."""
 
     def __init__(self, spec: ServeSpec) -> None:
         self.serve_spec, self.stopping = spec, False  # stopping: SIGTERM or Ctrl-C asked for it
         self.errors = multiprocessing.get_context("spawn").SimpleQueue()  # the worker's load error, if any
+        self.worker_exit: int | None = None  # the exit code of a worker that died under the running server
+        # a byte in this pipe tells the HTTP processes (forked: they inherit it) that the worker is dead
+        self.gone_read, self.gone_write = os.pipe()
+        guard = {"path": "/predict", "body_timeout": spec.body_timeout, "worker_gone": self.gone_read}
         accelerator = "cuda" if spec.device == "cuda" else "cpu"
         super().__init__(TaggerAPI(spec, self.errors), accelerator=accelerator, devices=1,
-                         timeout=spec.timeout, middlewares=[(PredictGuard, {"path": "/predict"})],
+                         timeout=spec.timeout, middlewares=[(PredictGuard, guard)],
                          disable_openapi_url=True)  # fmt: skip
         self.app.add_exception_handler(HTTPException, http_error)
         self.uvicorn_graceful_timeout = spec.drain_timeout
 
-    def stop(self) -> None:
-        """Begin the shutdown (from a signal handler: in a thread, since the manager is a socket away)."""
-        if self._shutdown_event is not None:
-            threading.Thread(target=self._shutdown_event.set, daemon=True).start()
+    def uvicorn_options(self) -> dict[str, Any]:
+        """What uvicorn is given besides the address: the slow-client limits of the spec."""
+        spec = self.serve_spec
+        return {"http": header_deadline(spec.header_timeout), "timeout_keep_alive": spec.keep_alive_timeout,
+                "limit_concurrency": spec.max_connections}  # fmt: skip
+
+    def _watch_worker(self) -> None:
+        """In the supervisor: wait (without polling) until a model worker ends; unless the server is stopping
+        anyway, tell the HTTP processes (they answer 503) and stop the server."""
+        ended = multiprocessing.connection.wait([worker.sentinel for worker in self.inference_workers])
+        if self.stopping:
+            return
+        os.write(self.gone_write, b"x")
+        dead = next(w for w in self.inference_workers if w.sentinel in ended)
+        dead.join(timeout=5)  # its pipes close a moment before its exit code is there to read
+        self.worker_exit = dead.exitcode
+        self.request_stop()
 
     def verify_worker_status(self) -> None:
         """Wait until the worker has loaded the export; its error (or its death) is one ``NerAppError``."""
@@ -228,14 +251,13 @@ class TaggerServer(ls.LitServer):
                 return
             time.sleep(0.05)
 
-    def _start_server(self, *args: Any, **kwargs: Any) -> Any:
-        workers = super()._start_server(*args, **kwargs)
+    def on_listening(self, workers: dict[int, Any]) -> None:
+        threading.Thread(target=self._watch_worker, daemon=True).start()
         ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
         spec = self.serve_spec
         host = f"[{spec.host}]" if ":" in spec.host else spec.host
         print(f"serving {spec.model or 'the shipped CoNLL-2003 tagger'} at http://{host}:{spec.port} "
               "(POST /predict, GET /health); SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)  # fmt: skip
-        return workers
 
 
 def serve(spec: ServeSpec) -> int:
@@ -253,23 +275,31 @@ def serve(spec: ServeSpec) -> int:
         if signum == signal.SIGINT:
             raise KeyboardInterrupt  # LitServe's own way out of run()
         print("SIGTERM: answering the requests in flight, then stopping", file=sys.stderr, flush=True)
-        server.stop()
+        server.request_stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run(host=spec.host, port=spec.port, log_level=spec.log_level, generate_client_file=False,
-                   access_log=False)  # fmt: skip
+                   access_log=False, **server.uvicorn_options())  # fmt: skip
     except _StoppedEarly:
         pass
-    except (EOFError, OSError):  # the manager went down under run(): LitServe's monitor stopped it all
+    except (EOFError, OSError):  # LitServe's manager went down under run()
         if server.stopping:
             raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if not server.stopping:  # LitServe's monitor stopped everything: the model worker died
-        print("error: the model worker stopped unexpectedly (its messages are above); the server stopped",
-              file=sys.stderr, flush=True)  # fmt: skip
+    if not server.stopping:  # the model worker died: _watch_worker stopped everything
+        code = server.worker_exit
+        how = (
+            "exit code unknown"
+            if code is None
+            else f"killed by signal {-code}"
+            if code < 0
+            else f"exit code {code}"
+        )
+        print(f"error: the model worker stopped unexpectedly ({how}; its messages, if any, are above); the "
+              "requests waiting for it were answered 503 and the server stopped", file=sys.stderr, flush=True)  # fmt: skip
         return 1
     print("stopped", file=sys.stderr, flush=True)
     return 0

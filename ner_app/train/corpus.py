@@ -12,7 +12,14 @@ from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
 from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
-from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
+from ner_app.train.hub import (
+    EXAMPLE,
+    check_hub_dataset,
+    dataset_files,
+    is_dataset_folder,
+    load_folder_dataset,
+    load_hub_dataset,
+)
 
 log = logging.getLogger("ner_app")
 MANY_TYPES = 50  # CoNLL-2003 has 4 entity types, OntoNotes 18: far more suggests a wrong tag column
@@ -62,10 +69,7 @@ def load_corpus(
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
     and test must occur in train. ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
     column (docs/data.md#your-own-annotations)."""
-    if not data_dir and not hub_name:
-        raise NerAppError(
-            f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
-        )
+    check_data_source(data_dir, hub_name, fmt)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
     raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir), fmt, tag_column)
@@ -101,6 +105,41 @@ def load_corpus(
         log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
                     "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
     return Corpus(splits, scheme, source_scheme)
+
+
+def check_data_source(data_dir: str | None, hub_name: str | None, fmt: str | None = None) -> None:
+    """Refuse, without reading any data (and without torch), a run whose data cannot be found: no source, a
+    folder without the split files or a dataset, a hub name that is malformed or that neither the hub nor the
+    cache can serve now. ``train`` calls it before the heavy imports; the errors are ``load_corpus``'s."""
+    if not data_dir and not hub_name:
+        raise NerAppError(
+            f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
+        )
+    if hub_name:
+        check_hub_dataset(hub_name)
+        return
+    folder = Path(str(data_dir))
+    found = any(split_file(folder, name, fmt) for name in _FILE_SPLITS.values())
+    if found or not folder.is_dir() or not is_dataset_folder(folder):
+        for name in _FILE_SPLITS.values():
+            _split_path(str(data_dir), name, fmt, HOW_TO_GET)
+
+
+def _split_path(data_dir: str, name: str, fmt: str | None, how_to_get: str | None = None) -> Path:
+    """The file (brat: folder) of split ``name`` of ``data_dir`` in format ``fmt`` (None: any), or
+    ``MissingFileError`` naming what was expected."""
+    found = split_file(Path(data_dir), name, fmt)
+    if found is not None:
+        return found
+    if fmt not in (None, "conll"):
+        missing = (
+            f"{os.path.join(data_dir, name)}: no split file of data.format={fmt} (expected "
+            f"{', '.join(f'{n}{split_suffix(fmt)}' for n in _FILE_SPLITS.values())} in data.dir)"
+        )
+    else:
+        path = os.path.join(data_dir, f"{name}.txt")
+        missing = f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+    raise MissingFileError(f"{missing}; {how_to_get}" if how_to_get else missing)
 
 
 def load_folder(
@@ -141,18 +180,7 @@ def load_local_splits(data_dir: str, fmt: str | None = None, tag_column: int = -
 
     out = {}
     for name in _FILE_SPLITS.values():
-        found = split_file(Path(data_dir), name, fmt)
-        if found is None and fmt not in (None, "conll"):
-            raise MissingFileError(
-                f"{os.path.join(data_dir, name)}: no split file of data.format={fmt} (expected "
-                f"{', '.join(f'{n}{split_suffix(fmt)}' for n in _FILE_SPLITS.values())} in data.dir)"
-            )
-        if found is None:
-            path = os.path.join(data_dir, f"{name}.txt")
-            raise MissingFileError(
-                f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
-            )
-        sentences = read_split(found, fmt, tag_column)
+        sentences = read_split(_split_path(data_dir, name, fmt), fmt, tag_column)
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
     return datasets.DatasetDict(out)

@@ -9,6 +9,7 @@ corpus code after it is the same for files and datasets. A hub name is probed on
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -76,17 +77,10 @@ def load_hub_dataset(name: str) -> dict[str, dict[str, list[Any]]]:
     import datasets.config
     from datasets.exceptions import DatasetsError
 
-    if not HUB_NAME.fullmatch(name) or os.path.isdir(name):
-        raise DatasetError(
-            f"data.hub_name {name!r} is not a hub name (NAME or OWNER/NAME, e.g. {EXAMPLE}); "
-            "give a local dataset folder as data.dir"
-        )
+    _check_name(name)
     endpoint = str(datasets.config.HF_ENDPOINT).rstrip("/")
-    # `datasets` reads these variables when it is imported; honour them when they were set later too
-    offline = [f"{v}={os.environ[v]}" for v in OFFLINE_VARIABLES if os.environ.get(v, "").upper() in TRUE]
-    if datasets.config.HF_HUB_OFFLINE and not offline:
-        offline = ["offline mode is on"]
-    unreachable = offline[0] if offline else _probe(name, endpoint)
+    offline = _offline()
+    unreachable = offline or _probe(name, endpoint)
     previous = datasets.config.HF_HUB_OFFLINE
     datasets.config.HF_HUB_OFFLINE = previous or unreachable is not None  # the cache only, no retry loop
     try:
@@ -96,16 +90,64 @@ def load_hub_dataset(name: str) -> dict[str, dict[str, list[Any]]]:
             raise DatasetError(
                 f"could not load dataset '{name}' from {endpoint} ({_first_line(err)}); {FIX}"
             ) from None
-        cache = datasets.config.HF_DATASETS_CACHE
-        raise DatasetError(
-            f"dataset '{name}' is not in the datasets cache ({cache}) and the hub cannot be used ({unreachable}): "
-            f"run once with network access, or {FIX}"
-        ) from None
+        raise _not_cached(name, unreachable) from None
     finally:
         datasets.config.HF_HUB_OFFLINE = previous
     return dataset_columns(loaded, f"dataset '{name}'")
 
 
+def check_hub_dataset(name: str) -> None:
+    """Before torch is imported: ``load_hub_dataset``'s refusals that need no download (a malformed name; a
+    name the hub does not know, gated or script-based; a hub that cannot be used now and a cache without the
+    dataset), each the same one line. Imports ``datasets`` (a second or two), never torch."""
+    _check_name(name)
+    import datasets.config
+
+    unreachable = _offline() or _probe(name, str(datasets.config.HF_ENDPOINT).rstrip("/"))
+    if unreachable is None:
+        return
+    from datasets.load import dataset_module_factory
+
+    previous = datasets.config.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = True  # what load_hub_dataset reads then: the cache only
+    try:
+        dataset_module_factory(name)  # finds the cached copy's files, reads no data
+    except Exception:  # anything that is not a cached copy: load_hub_dataset would fail the same way
+        raise _not_cached(name, unreachable) from None
+    finally:
+        datasets.config.HF_HUB_OFFLINE = previous
+
+
+def _check_name(name: str) -> None:
+    if not HUB_NAME.fullmatch(name) or os.path.isdir(name):
+        raise DatasetError(
+            f"data.hub_name {name!r} is not a hub name (NAME or OWNER/NAME, e.g. {EXAMPLE}); "
+            "give a local dataset folder as data.dir"
+        )
+
+
+def _offline() -> str | None:
+    """Why the hub is not to be asked (an offline variable, or ``datasets``' offline mode), or None."""
+    import datasets.config
+
+    # `datasets` reads these variables when it is imported; honour them when they were set later too
+    offline = [f"{v}={os.environ[v]}" for v in OFFLINE_VARIABLES if os.environ.get(v, "").upper() in TRUE]
+    if datasets.config.HF_HUB_OFFLINE and not offline:
+        offline = ["offline mode is on"]
+    return offline[0] if offline else None
+
+
+def _not_cached(name: str, unreachable: str) -> DatasetError:
+    import datasets.config
+
+    cache = datasets.config.HF_DATASETS_CACHE
+    return DatasetError(
+        f"dataset '{name}' is not in the datasets cache ({cache}) and the hub cannot be used ({unreachable}): "
+        f"run once with network access, or {FIX}"
+    )
+
+
+@functools.cache  # the early check and the load ask the hub once
 def _probe(name: str, endpoint: str) -> str | None:
     """None when the hub has dataset ``name`` and ``datasets`` can load it; why the hub cannot be used when it
     cannot be reached (then the cache may still have it). A missing, gated or script-based dataset raises."""

@@ -46,7 +46,9 @@ class TaggerModule(pl.LightningModule):
 
     ``gold`` holds the gold tags of "dev" and "test" in the data's original scheme, indexed by sentence. Each
     validation or test pass gathers the predictions of every rank, scores the whole split once and keeps an
-    ``Evaluation`` in ``evaluations[split]``; during fit ``val_f1`` selects the best epoch.
+    ``Evaluation`` in ``evaluations[split]``; during fit ``val_f1`` selects the best epoch. Training logs
+    ``train_loss`` (the logged step's batch loss per sentence) and, once per epoch, ``train_token_loss`` (the
+    summed loss of all the epoch's batches over their tokens).
     """
 
     flops_per_batch: int | None = None  # for Lightning's ThroughputMonitor: not counted (varies with length)
@@ -72,6 +74,12 @@ class TaggerModule(pl.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = self.tagger.loss(batch, self.l2_coef)
         self.log("train_loss", loss / len(batch["tokens"]), prog_bar=True, batch_size=len(batch["tokens"]))
+        # The epoch's loss per token: Lightning sums value x batch_size over every batch (in float64, from this
+        # float64 value) and divides by the summed batch sizes, over all ranks, so it is sum(loss) / sum(tokens).
+        # The per-step value above samples one batch, and length-bucketed batches differ by orders of magnitude.
+        tokens = sum(map(len, batch["tokens"]))  # host-side count: no device sync
+        self.log("train_token_loss", loss.detach().double() / tokens, on_step=False, on_epoch=True,
+                 batch_size=tokens, sync_dist=True)  # fmt: skip
         if self.schedule.kind != "none":  # the lr this step uses, in the log beside its loss
             self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=len(batch["tokens"]))
         return loss

@@ -23,7 +23,6 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm
 from ner_app.config.checks import check_train_config
 from ner_app.config.load import TrainConfig, config_to_dict, save_config
-from ner_app.errors import MissingFileError
 from ner_app.files import write_text
 from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
@@ -39,6 +38,7 @@ from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import EVALUATED, Corpus, data_files, load_corpus
 from ner_app.train.datamodule import ConllDataModule
+from ner_app.train.early_checks import check_elmo_files
 from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
 from ner_app.train.module import LrSchedule, TaggerModule
 from ner_app.train.reports import percent_table, text_report
@@ -51,17 +51,8 @@ def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]
     e = cfg.elmo
     if not e.enabled:
         return None, None
-    if not e.options or not e.weights:
-        raise MissingFileError(
-            "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
-        )
-    for key, path in (("elmo.options", e.options), ("elmo.weights", e.weights)):
-        if not Path(path).is_file():
-            raise MissingFileError(
-                f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
-                "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
-                "weights hdf5; elmo.enabled=false trains without ELMo."
-            )
+    check_elmo_files(e)
+    assert e.options is not None and e.weights is not None
     bilm = load_bilm(e.options, e.weights)
     ref = ElmoRef(options=str(Path(e.options).resolve()), weights=str(Path(e.weights).resolve()),
                   fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm,

@@ -196,19 +196,26 @@ def test_tiny_run_report_is_complete_and_self_contained(tiny_run: Path) -> None:
     shown = [float(v) for v in row[1:]]
     assert shown == pytest.approx([*w, gamma], abs=0.006)
 
-    wrong = 0  # sentences whose predicted entities are not exactly the gold ones
+    wrong = Counter()  # sentences whose predicted entities are not exactly the gold ones, and how often
     for name in ("dev", "test"):
         for block in (tiny_run / f"predictions_{name}.conll").read_text().strip().split("\n\n"):
-            _, gold, predicted = zip(*(line.split(" ") for line in block.splitlines()), strict=True)
-            wrong += set(spans(gold)) != set(spans(predicted))
-    assert f"{min(wrong, 20)} sentences with at least one error" in "".join(page.text["sentences"])
+            sentence = tuple(zip(*(line.split(" ") for line in block.splitlines()), strict=True))
+            wrong[sentence] += set(spans(sentence[1])) != set(spans(sentence[2]))
+    wrong = +wrong
+    # tiny's dev and test files are one file: every sentence with an error occurs twice, and is shown once
+    assert set(wrong.values()) == {2}
+    intro = f"{len(wrong)} sentences with at least one error ({2 * len(wrong)} counting repeats"
+    assert intro in "".join(page.text["sentences"])
+    html = (tiny_run / "report.html").read_text()
+    assert html.count('<div class="sentence">') == min(len(wrong), 20)
+    assert html.count("2 times, shown once: test sentence ") == min(len(wrong), 20)
     assert page.marks > 0
 
 
 def test_learning_curves_have_one_point_per_trained_epoch(tiny_run: Path) -> None:
     loss, dev, speed = learning_curves(read_log(tiny_run))
     # the validation logged after fit (best checkpoint, step past the last training step) is not an epoch
-    assert list(loss) == list(dev) == list(range(6))
+    assert list(loss) == list(dev) == list(range(1, 7))  # numbered as the console numbers epochs
     assert set(speed) <= set(loss) and all(v["tokens"] > v["sentences"] > 0 for v in speed.values())
 
 
@@ -224,12 +231,30 @@ def test_tokens_are_escaped_and_output_goes_where_asked(tiny_run: Path, tmp_path
     assert all(u.startswith("data:") for u in page.urls)
 
 
+def test_a_repeated_sentence_is_shown_once_with_its_count(tiny_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("report.html"))
+    path = run / "predictions_test.conll"
+    blocks = path.read_text().strip().split("\n\n")
+    first = next(i for i, b in enumerate(blocks) if any(line.split(" ")[1] != line.split(" ")[2]
+                                                         for line in b.splitlines()))  # fmt: skip
+    path.write_text("\n\n".join([*blocks, *[blocks[first]] * 9]) + "\n")  # 9 more times at the end of test
+    assert main(["report", str(run)]) == 0
+    html = (run / "report.html").read_text()
+    n = len(blocks)
+    # test's own copy, its 9 repeats and dev's copy (tiny's dev file is its test file): the first 8 places named
+    places = ", ".join([f"test sentence {first + 1}", *(f"test sentence {n + k}" for k in range(1, 8))])
+    assert f"11 times, shown once: {places}, ..." in html
+    assert html.count(f"test sentence {n + 1}") == 1  # in that label only: no block of its own
+
+
 def test_run_without_elmo_says_so(tmp_path: Path) -> None:
     args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
             "elmo.enabled=false", "trainer.max_epochs=2", "trainer.threads=1"]  # fmt: skip
     assert train.main(args) == 0
     page = parse(tmp_path / "run" / "report.html")
-    assert "This run has no ELMo" in "".join(page.text["elmo"]) and len(page.images) == 4
+    assert "This run has no ELMo" in "".join(page.text["elmo"])
+    assert len(page.images) == 3  # per-type F1 and two confusion matrices; 2 epochs' curves are lines of text
 
 
 @pytest.mark.parametrize(
@@ -373,7 +398,7 @@ def test_malformed_metrics_value_is_one_line_naming_file_and_key(
         (lambda b: b.replace(b"\n0,", b"\n0.5,", 1), "metrics.csv:2: epoch: expected a whole number >= 0, found '0.5'"),
         (lambda b: b.replace(b"\n0,0,", b"\n0,x,", 1), "metrics.csv:2: step: expected a number, found 'x'"),
         (lambda b: b.replace(b"\n0,", b"\n0\xff,", 1), "metrics.csv:2: expected UTF-8 text, found byte 0xff"),
-        (lambda b: b.rstrip(b"\r\n") + b",1\r\n", "expected 10 fields, found more"),
+        (lambda b: b.rstrip(b"\r\n") + b",1\r\n", "expected 11 fields, found more"),  # with train_token_loss
     ],
 )  # fmt: skip
 def test_malformed_log_is_one_line_naming_file_and_line(

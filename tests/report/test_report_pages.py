@@ -4,6 +4,7 @@ predictions page of the same model), on real tiny runs; the pages read with ``te
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,28 +17,42 @@ from ner_app.report.run_files import learning_curves, read_log
 from tests.report.test_report import ROOT, TINY, parse
 
 
-@pytest.mark.filterwarnings("ignore:The number of training batches")
 @pytest.mark.parametrize("epochs", [1, 3])
 def test_every_epoch_has_its_dev_point(tmp_path: Path, epochs: int) -> None:
-    """The last epoch's validation is drawn (only the one after fit, on the chosen checkpoint, is not), even
-    when no step logged a train loss (fewer steps than log_every_n_steps)."""
+    """The last epoch's validation is shown (only the one after fit, on the chosen checkpoint, is not), and a
+    logging interval larger than the data (50 steps, 3 batches an epoch) follows the data size: every epoch
+    logs its steps and Lightning does not warn."""
     run = tmp_path / "run"
     args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
             "elmo.enabled=false", f"trainer.max_epochs={epochs}", "trainer.log_every_n_steps=50",
             "trainer.threads=1"]  # fmt: skip
-    assert train.main(args) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert train.main(args) == 0
+    assert not [w for w in caught if "log_every_n_steps" in str(w.message)]
     rows = read_log(run)
-    assert not any("train_loss" in r for r in rows)  # the case that lost the curve: no step logged a loss
+    assert {int(r["epoch"]) for r in rows if "train_loss" in r} == set(range(epochs))
     validations = [r for r in rows if "val_f1" in r]
     assert len(validations) == epochs + 1  # one per epoch, then the one after fit
     loss, dev, speed = learning_curves(rows)
-    assert list(dev) == list(range(epochs))
+    assert list(dev) == list(loss) == list(speed) == list(range(1, epochs + 1))
     assert [dev[e]["f1"] for e in dev] == [r["val_f1"] for r in validations[:epochs]]
+    page = parse(run / "report.html")
+    assert f"{epochs} epoch{'s' * (epochs > 1)} trained;" in "".join(page.text["summary"])
+    curves = "".join(page.text["learning-curves"])
     figure = charts.learning_curves(loss, dev, speed)
+    if epochs < charts.MIN_POINTS:  # too few points for a line: each curve is one line of text
+        assert figure is None
+        f1 = validations[0]["val_f1"]
+        assert (
+            f"Dev entity scores: epoch 1: F1 {f1:.2f}, precision " in curves
+            and "(not drawn: fewer than 3 epochs)" in curves
+        )
+        return
+    assert "(not drawn: fewer than" not in curves
     f1_line = next(line for line in figure.axes[1].lines if line.get_label() == "f1")
-    assert list(f1_line.get_xdata()) == list(range(epochs))  # the dev F1 curve has every epoch's point
+    assert list(f1_line.get_xdata()) == [1, 2, 3]  # the dev F1 curve has every epoch's point
     assert list(f1_line.get_ydata()) == [r["val_f1"] for r in validations[:epochs]]
-    assert f"{epochs} epochs trained" in "".join(parse(run / "report.html").text["summary"])
 
 
 COLOUR_RULE = re.compile(

@@ -282,21 +282,6 @@ def _children(pid: int) -> list[int]:
     ]
 
 
-def test_a_killed_model_worker_stops_the_server_with_exit_1(export: Path, tmp_path: Path) -> None:
-    log = tmp_path / "serve.err"
-    with running(export, log) as (proc, port):
-        (worker,) = [
-            c for c in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
-        ]
-        os.kill(worker, signal.SIGKILL)  # as the kernel's OOM killer would
-        assert proc.wait(timeout=120) == 1
-    assert log.read_text().splitlines()[-1] == (
-        "error: the model worker stopped unexpectedly (its messages are above); the server stopped"
-    )
-    with pytest.raises(OSError):
-        call(port, "GET", "/health", timeout=5)
-
-
 def _tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and all its descendants (the supervisor, HTTP, manager and model worker)."""
     total, todo = 0, [pid]

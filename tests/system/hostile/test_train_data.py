@@ -249,3 +249,79 @@ def test_a_training_sentence_longer_than_the_limit_is_one_line(tmp_path, capsys)
     assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
     one_error_line(capsys, f"has {MAX_TRAIN_SENTENCE_TOKENS + 1:,} tokens; training takes sentences of at most "
                    f"{MAX_TRAIN_SENTENCE_TOKENS:,}", "train sentence 6 (document 1)")  # fmt: skip
+
+
+# ------------------------------------------------------------------ refused before torch and Lightning load
+HEAVY = ("torch", "pytorch_lightning", "lightning", "lightning_fabric")
+
+
+@pytest.fixture
+def without_torch(tmp_path: Path) -> Path:
+    """A folder whose packages shadow torch and Lightning: importing any of them fails, naming itself."""
+    blocker = tmp_path / "blocker"
+    for name in HEAVY:
+        (blocker / name).mkdir(parents=True)
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} was imported')\n")
+    return blocker
+
+
+def train_without_torch(blocker: Path, tmp_path: Path, *overrides: str, **env: str) -> str:
+    """``python -m ner_app train`` where torch and Lightning cannot be imported: exit 2 and one line, and the
+    run's folder never appears. Returns the line."""
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "train", *train_args(run, *overrides)], capture_output=True, text=True,
+        cwd=ROOT, timeout=300,
+        env={**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}", "HF_HOME": str(tmp_path / "hf"), **env},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1 and "was imported" not in done.stderr, (
+        done.stderr
+    )
+    assert not run.exists()
+    return one_error_line_of(done.stderr)
+
+
+def test_the_blocker_blocks(without_torch, tmp_path):
+    """The check below is real: a run that gets past the early checks fails on importing torch."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "train", *train_args(tmp_path / "run")], capture_output=True,
+        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": f"{without_torch}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert done.returncode != 0 and "was imported" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "parts"),
+    [
+        (["data.dir={tmp}/nowhere"], {}, ["{tmp}/nowhere/train.txt: not found", HOW_TO_GET]),
+        (["data.dir={tmp}"], {}, ["{tmp}/train.txt: not found"]),  # a folder without the files
+        (["data.dir=null"], {}, ["set data.dir", "or data.hub_name"]),
+        (["data.dir=null", "data.hub_name=someone/not_cached"], {"HF_HUB_OFFLINE": "1"},
+         ["dataset 'someone/not_cached' is not in the datasets cache", "(HF_HUB_OFFLINE=1)"]),
+        (["data.dir=null", "data.hub_name=someone/not_cached"], {"HF_ENDPOINT": "http://127.0.0.1:9"},
+         ["cannot reach http://127.0.0.1:9", "not in the datasets cache"]),  # port 9: discard, nobody listens
+        (["data.hub_name=../x"], {}, ["data.hub_name '../x' is not a hub name"]),
+        (["data.batch_size=0"], {}, ["data.batch_size"]),
+        (["optim.lr=-1"], {}, ["optim.lr"]),
+        (["elmo.options={tmp}/none.json"], {}, ["elmo.options: {tmp}/none.json does not exist"]),
+        (["elmo.weights=null"], {}, ["elmo.enabled needs elmo.options and elmo.weights"]),
+    ],
+)  # fmt: skip
+def test_config_path_and_data_errors_come_before_torch_is_imported(
+    without_torch, tmp_path, overrides, env, parts
+):
+    line = train_without_torch(without_torch, tmp_path, *(o.format(tmp=tmp_path) for o in overrides), **env)
+    for part in parts:
+        assert part.format(tmp=tmp_path) in line, line
+
+
+def test_pretraining_config_errors_come_before_torch_is_imported(without_torch, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "pretrain-bilm", "--config", "configs/bilm_tiny.yaml",
+         f"output_dir={tmp_path / 'run'}", "train.lr=0"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "PYTHONPATH": f"{without_torch}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert done.returncode == 2 and "was imported" not in done.stderr, done.stderr
+    one_error_line_of(done.stderr, "train.lr")
+    assert not (tmp_path / "run").exists()

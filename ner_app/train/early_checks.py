@@ -1,0 +1,36 @@
+"""What a training run refuses that is known before torch and Lightning are imported (a few seconds on a busy
+machine): the config's values, the biLM's files and where the data is. ``train`` runs these checks first, so
+that each mistake is one line within a second or two; the run checks the same again with the same messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ner_app.config.checks import check_train_config
+from ner_app.config.schema import ElmoConfig, TrainConfig
+from ner_app.errors import MissingFileError
+from ner_app.train.corpus import check_data_source
+
+
+def check_elmo_files(elmo: ElmoConfig) -> None:
+    """With ELMo on, ``elmo.options`` and ``elmo.weights`` must name files."""
+    if not elmo.enabled:
+        return
+    if not elmo.options or not elmo.weights:
+        raise MissingFileError(
+            "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
+        )
+    for key, path in (("elmo.options", elmo.options), ("elmo.weights", elmo.weights)):
+        if not Path(path).is_file():
+            raise MissingFileError(
+                f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
+                "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
+                "weights hdf5; elmo.enabled=false trains without ELMo."
+            )
+
+
+def check_before_training(cfg: TrainConfig) -> None:
+    """The config's values, then the data source, then the biLM's files: in the order the run meets them."""
+    check_train_config(cfg)
+    check_data_source(cfg.data.dir, cfg.data.hub_name, cfg.data.format)
+    check_elmo_files(cfg.elmo)
