@@ -66,7 +66,11 @@ def read_documents(fmt: str, path: Path, options: Options, audit: Audit) -> Iter
 def detect_format(path: Path) -> str:
     """The format of a file, from its name and first record: what ``convert`` and training use when none is
     given. Raises AnnotationFormatError when nothing fits."""
-    if path.is_dir() or path.suffix == ".ann":
+    if (
+        path.is_dir()
+        or path.suffix == ".ann"
+        or (path.suffix == ".txt" and path.with_suffix(".ann").is_file())
+    ):
         return "brat"
     if path.suffix == ".conllu":
         return "conllu"
