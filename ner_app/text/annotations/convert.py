@@ -15,7 +15,7 @@ from ner_app.text.annotations.jsonl import read_doccano, read_jsonl, read_prodig
 from ner_app.text.annotations.labelstudio import read_labelstudio
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, Document, TextDocument, TokenDocument
 from ner_app.text.annotations.resolve import Policy, keep_spans, tag_sentences
-from ner_app.text.conll import write_conll
+from ner_app.text.conll import DOCSTART, write_conll
 from ner_app.text.tags import entities
 
 FORMATS = ("conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl")
@@ -148,6 +148,12 @@ def write_converted(path: Path, converted: Sequence[Converted]) -> None:
             lines.append(json.dumps({"text": doc.text, "entities": found}, ensure_ascii=False))
         write_text(path, "".join(f"{line}\n" for line in lines))
     else:
+        for doc in converted:
+            if any(DOCSTART in tokens for tokens, _ in doc.sentences):
+                raise AnnotationFormatError(
+                    f"{doc.where}: the text holds the token {DOCSTART}, which CoNLL reads as a document "
+                    "boundary; write .jsonl instead, or change that word"
+                )
         write_conll(path, [doc.sentences for doc in converted])
 
 

@@ -142,6 +142,12 @@ CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
         ["--labels", "ORG"],
         "--labels: expected OLD=NEW",
     ),
+    "docstart in the text": (
+        {"a.jsonl": json.dumps({"text": "a -DOCSTART- b", "label": []}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: the text holds the token -DOCSTART-",
+    ),
     "unknown format": ({"a.xml": b"<x/>"}, "", [], "{d}/a.xml: cannot tell its format"),
 }
 
