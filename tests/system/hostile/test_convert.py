@@ -143,10 +143,10 @@ CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
         "--labels: expected OLD=NEW",
     ),
     "docstart in the text": (
-        {"a.jsonl": json.dumps({"text": "a -DOCSTART- b", "label": []}).encode()},
-        "doccano",
+        {"a.conllu": b"1\t-DOCSTART-\t_\t_\t_\t_\t0\troot\t_\t_\n"},
+        "conllu",
         [],
-        "{d}/a.jsonl:1: the text holds the token -DOCSTART-",
+        "{d}/a.conllu:1: the text holds the token -DOCSTART-",
     ),
     "unknown format": ({"a.xml": b"<x/>"}, "", [], "{d}/a.xml: cannot tell its format"),
 }
