@@ -26,6 +26,10 @@ SERVE_MAX_TEXTS = 256  # texts in one request
 SERVE_MAX_CHARS = 100_000  # characters of all texts of one request together
 # the body: every character escaped as a surrogate pair (12 bytes) and 64 bytes of JSON around each text
 SERVE_MAX_BODY_BYTES = 12 * SERVE_MAX_CHARS + 64 * SERVE_MAX_TEXTS + 1024
+# ``convert`` and annotation files: one JSONL line (one document of doccano, Prodigy or predict's JSONL), and a
+# whole file read at once (a Label Studio export, a brat .txt/.ann, a CoNLL or CoNLL-U file)
+MAX_ANNOTATION_LINE_BYTES = 1 << 26  # 64 MiB
+MAX_ANNOTATION_FILE_BYTES = 1 << 29  # 512 MiB
 
 
 class LimitError(NerAppError):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
 from ner_app.cli.parser import TRAIN_DESCRIPTION, add_train_arguments, build_parser
 from ner_app.cli.serving import serve
@@ -177,6 +178,7 @@ HANDLERS = {
     "report": _report,
     "download-elmo": _download_elmo,
     "serve": serve,
+    "convert": convert,
 }
 
 

@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--output", required=True, help="the folder to download into")
     download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="a mirror with the same layout")
     add_serve_parser(commands)
+    from ner_app.cli.convert import add_convert_parser
+
+    add_convert_parser(commands)
     return parser
 
 

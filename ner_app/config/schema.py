@@ -46,6 +46,9 @@ class DataConfig:
     dir: str | None = f"{_SHARED}/data/conll2003"  # train.txt, valid.txt, test.txt; or parquet / save_to_disk
     hub_name: str | None = None  # a hub dataset (e.g. lhoestq/conll2003), used instead of dir when set
     scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
+    # the files' format (docs/data.md#your-own-annotations); null: detected from the files of data.dir
+    format: Literal["conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl"] | None = None
+    tag_column: int = -1  # CoNLL files: the 0-based column of the NER tag (negative: from the end)
     lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
     min_word_count: int = 1  # words rarer than this in train map to <unk>
     batch_size: int = 64  # training sentences per batch

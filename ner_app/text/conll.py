@@ -46,19 +46,19 @@ def decode_text(path: str | os.PathLike[str], data: bytes) -> str:
         ) from None
 
 
-def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
+def read_conll(path: str | os.PathLike[str], tag_column: int = -1) -> list[Sentence]:
     """Read a CoNLL file: one ``token ... tag`` line per token, blank lines between sentences.
 
     ``-DOCSTART-`` lines start a new document (documents are numbered from 0) and are not sentences.
-    Every token line must have the same number (>= 2) of whitespace-separated columns as the first one.
-    Raises ``ConllFormatError`` on the first problem.
+    Every token line must have the same number (>= 2) of whitespace-separated columns as the first one; the
+    tag is in column ``tag_column`` (0-based; negative counts from the end, -1: the last). Raises ``ConllFormatError`` on the first problem.
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
-        return parse_conll(decode_text(path, f.read()), path)
+        return parse_conll(decode_text(path, f.read()), path, tag_column)
 
 
-def parse_conll(text: str, path: str) -> list[Sentence]:
+def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
     """``read_conll`` of text already read; ``path`` names it in errors."""
     text = text.removeprefix("\ufeff")  # a UTF-8 BOM would glue itself to the first -DOCSTART- token
     if "\r" in text and "\n" not in text:
@@ -98,15 +98,21 @@ def parse_conll(text: str, path: str) -> list[Sentence]:
                     f"{path}:{number}: expected at least 2 columns (token ... tag), found 1: {raw.strip()!r}"
                 )
             n_columns = len(fields)
+            if not -n_columns <= tag_column < n_columns or tag_column in (0, -n_columns):
+                raise ConllFormatError(
+                    f"{path}:{number}: the tag column {tag_column} is not a column after the token of this "
+                    f"{n_columns}-column file: {raw.strip()!r}"
+                )
         elif len(fields) != n_columns:
             raise ConllFormatError(
                 f"{path}:{number}: expected {n_columns} columns ({_columns_expected(n_columns)}), "
                 f"found {len(fields)}: {raw.strip()!r}"
             )
-        tag = fields[-1]
+        tag = fields[tag_column]
         if not is_tag(tag):
+            where = "the last column" if tag_column == -1 else f"column {tag_column}"
             raise ConllFormatError(
-                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in the last column, "
+                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in {where}, "
                 f"found {tag!r}: {raw.strip()!r}"
             )
         if not tokens:
@@ -160,6 +166,21 @@ def write_predictions(
     for sentence, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
         lines.extend(f"{t} {g} {p}" for t, g, p in zip(sentence, gold_tags, predicted_tags, strict=True))
         lines.append("")
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def write_conll(path: str | Path, documents: Sequence[Sequence[tuple[Sequence[str], Sequence[str]]]]) -> None:
+    """Documents of ``(tokens, tags)`` sentences as ``token tag`` lines: a ``-DOCSTART- O`` line and a blank
+    line before each document, a blank line after each sentence (what ``read_conll`` reads back)."""
+    lines: list[str] = []
+    for sentences in documents:
+        lines.extend([f"{DOCSTART} O", ""])
+        for tokens, tags in sentences:
+            for token, tag in zip(tokens, tags, strict=True):
+                if not token or token.split() != [token] or token == DOCSTART or not is_tag(tag):
+                    raise ValueError(f"cannot write token {token!r} with tag {tag!r} as one CoNLL line")
+                lines.append(f"{token} {tag}")
+            lines.append("")
     write_text(path, "\n".join(lines) + "\n")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
-from ner_app.text.conll import read_conll
+from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
 from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
 from ner_app.train.hub import (
     EXAMPLE,
@@ -57,16 +57,22 @@ class Corpus:
 
 
 def load_corpus(
-    data_dir: str | None, hub_name: str | None, scheme: str, max_sentences: int | None = None
+    data_dir: str | None,
+    hub_name: str | None,
+    scheme: str,
+    max_sentences: int | None = None,
+    fmt: str | None = None,
+    tag_column: int = -1,
 ) -> Corpus:
     """Read ``data_dir`` (CoNLL files ``train.txt``, ``valid.txt``, ``test.txt``, or a dataset folder in the
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
-    and test must occur in train."""
-    check_data_source(data_dir, hub_name)
+    and test must occur in train. ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
+    column (docs/data.md#your-own-annotations)."""
+    check_data_source(data_dir, hub_name, fmt)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
-    raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir))
+    raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir), fmt, tag_column)
     source_scheme = detect_scheme(raw["train"]["tags"])
     splits = {}
     for name in SPLITS:
@@ -101,9 +107,9 @@ def load_corpus(
     return Corpus(splits, scheme, source_scheme)
 
 
-def check_data_source(data_dir: str | None, hub_name: str | None) -> None:
+def check_data_source(data_dir: str | None, hub_name: str | None, fmt: str | None = None) -> None:
     """Refuse, without reading any data (and without torch), a run whose data cannot be found: no source, a
-    folder without the CoNLL files or a dataset, a hub name that is malformed or that neither the hub nor the
+    folder without the split files or a dataset, a hub name that is malformed or that neither the hub nor the
     cache can serve now. ``train`` calls it before the heavy imports; the errors are ``load_corpus``'s."""
     if not data_dir and not hub_name:
         raise NerAppError(
@@ -113,31 +119,41 @@ def check_data_source(data_dir: str | None, hub_name: str | None) -> None:
         check_hub_dataset(hub_name)
         return
     folder = Path(str(data_dir))
-    conll = any((folder / f"{name}.txt").is_file() for name in _FILE_SPLITS.values())
-    if conll or not folder.is_dir() or not is_dataset_folder(folder):
+    found = any(split_file(folder, name, fmt) for name in _FILE_SPLITS.values())
+    if found or not folder.is_dir() or not is_dataset_folder(folder):
         for name in _FILE_SPLITS.values():
-            _conll_file(str(data_dir), name, HOW_TO_GET)
+            _split_path(str(data_dir), name, fmt, HOW_TO_GET)
 
 
-def _conll_file(data_dir: str, name: str, how_to_get: str | None = None) -> str:
-    """The path of split file ``name`` of ``data_dir``, or ``MissingFileError`` naming it."""
-    path = os.path.join(data_dir, f"{name}.txt")
-    if not os.path.isfile(path):
-        found = f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
-        raise MissingFileError(f"{found}; {how_to_get}" if how_to_get else found)
-    return path
+def _split_path(data_dir: str, name: str, fmt: str | None, how_to_get: str | None = None) -> Path:
+    """The file (brat: folder) of split ``name`` of ``data_dir`` in format ``fmt`` (None: any), or
+    ``MissingFileError`` naming what was expected."""
+    found = split_file(Path(data_dir), name, fmt)
+    if found is not None:
+        return found
+    if fmt not in (None, "conll"):
+        missing = (
+            f"{os.path.join(data_dir, name)}: no split file of data.format={fmt} (expected "
+            f"{', '.join(f'{n}{split_suffix(fmt)}' for n in _FILE_SPLITS.values())} in data.dir)"
+        )
+    else:
+        path = os.path.join(data_dir, f"{name}.txt")
+        missing = f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+    raise MissingFileError(f"{missing}; {how_to_get}" if how_to_get else missing)
 
 
-def load_folder(data_dir: str) -> dict[str, dict[str, list[Any]]]:
+def load_folder(
+    data_dir: str, fmt: str | None = None, tag_column: int = -1
+) -> dict[str, dict[str, list[Any]]]:
     """The columns (``tokens``, ``tags`` as in the data, ``doc``) of the splits ``train``, ``valid`` and ``test``
     of a folder: CoNLL files, or a dataset folder (parquet files or ``save_to_disk``) in the hub's layout.
     A folder without either names the missing ``train.txt`` and says how to get CoNLL-2003."""
     folder = Path(data_dir)
-    conll = any((folder / f"{name}.txt").is_file() for name in _FILE_SPLITS.values())
+    conll = any(split_file(folder, name, fmt) for name in _FILE_SPLITS.values())
     if not conll and folder.is_dir() and is_dataset_folder(folder):
         return load_folder_dataset(folder)
     try:
-        splits = load_local_splits(data_dir)
+        splits = load_local_splits(data_dir, fmt, tag_column)
     except MissingFileError as err:
         raise MissingFileError(f"{err}; {HOW_TO_GET}") from None
     return {name: splits[name].to_dict() for name in _FILE_SPLITS.values()}
@@ -147,19 +163,24 @@ def data_files(data_dir: str) -> list[Path]:
     """The files whose bytes are the data of ``data_dir`` (for a run's data fingerprint): the CoNLL files
     that exist, else the files of a dataset folder."""
     folder = Path(data_dir)
-    conll = [folder / f"{name}.txt" for name in _FILE_SPLITS.values()]
-    found = [path for path in conll if path.is_file()]
+    found = [
+        p
+        for name in _FILE_SPLITS.values()
+        if (path := split_file(folder, name, None))
+        for p in split_files(path)
+    ]
     return found if found or not folder.is_dir() else dataset_files(folder)
 
 
-def load_local_splits(data_dir: str) -> Any:
-    """``train.txt``, ``valid.txt``, ``test.txt`` of ``data_dir`` as a ``datasets.DatasetDict`` with columns
-    ``tokens``, ``tags`` (as in the files) and ``doc``."""
+def load_local_splits(data_dir: str, fmt: str | None = None, tag_column: int = -1) -> Any:
+    """``train.txt``, ``valid.txt``, ``test.txt`` of ``data_dir`` (or the splits in another format,
+    ``train.jsonl``, ...) as a ``datasets.DatasetDict`` with columns ``tokens``, ``tags`` (as in the files)
+    and ``doc``."""
     import datasets
 
     out = {}
     for name in _FILE_SPLITS.values():
-        sentences = read_conll(_conll_file(data_dir, name))
+        sentences = read_split(_split_path(data_dir, name, fmt), fmt, tag_column)
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
     return datasets.DatasetDict(out)

@@ -32,5 +32,5 @@ def check_elmo_files(elmo: ElmoConfig) -> None:
 def check_before_training(cfg: TrainConfig) -> None:
     """The config's values, then the data source, then the biLM's files: in the order the run meets them."""
     check_train_config(cfg)
-    check_data_source(cfg.data.dir, cfg.data.hub_name)
+    check_data_source(cfg.data.dir, cfg.data.hub_name, cfg.data.format)
     check_elmo_files(cfg.elmo)

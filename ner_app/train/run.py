@@ -156,7 +156,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     d, m = cfg.data, cfg.model
     if m.glove == "package":
         require_package()  # before a corpus download: the missing package is the first thing to fix
-    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences)
+    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, d.tag_column)
     bilm, elmo_ref = load_elmo(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)

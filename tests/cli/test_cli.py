@@ -39,10 +39,18 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
             str(ROOT / "configs/bilm_tiny.yaml"),
             "train.strategy=1",
         ],
+        "convert": [
+            "convert",
+            str(tmp / "bad.json"),
+            "--from",
+            "labelstudio",
+            "--output",
+            str(tmp / "o.txt"),
+        ],
     }
 
 
-@pytest.mark.parametrize("command", ["train", "embed", "export", "predict", "pretrain-bilm"])
+@pytest.mark.parametrize("command", ["train", "embed", "export", "predict", "pretrain-bilm", "convert"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ner_app", *bad_inputs(tmp_path)[command]],

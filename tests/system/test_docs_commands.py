@@ -68,6 +68,11 @@ TINY_PRETRAIN = [
 
 # documented command (whitespace normalised) -> the test that runs it at tiny scale
 TESTED: dict[str, str] = {
+    "python -m ner_app convert export.jsonl --from doccano --output mine/train.txt": (
+        "tests/text/test_annotation_formats.py::test_documented_commands"
+    ),
+    "python -m ner_app convert ann/ --from brat --output mine/valid.txt --labels Organization=ORG,Person=PER "
+    "--types ORG,PER --strict": "tests/text/test_annotation_formats.py::test_documented_commands",
     'pip install torch==2.13.0 -e ".[dev]"': f"{THIS}::test_setup_commands_are_what_ci_runs",
     "python -m pytest": f"{THIS}::test_setup_commands_are_what_ci_runs",
     "python train.py --config configs/tiny.yaml": (

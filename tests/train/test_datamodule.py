@@ -292,9 +292,9 @@ def test_datamodule_bio_and_options(tmp_path: Path) -> None:
 def test_datamodule_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="set data.dir"):
         make()
-    with pytest.raises(ValueError, match="unknown tag scheme 'BILOU'"):
-        make(tmp_path, scheme="BILOU")
     write_folder(tmp_path / "data")
+    with pytest.raises(ValueError, match="unknown tag scheme 'BILOU'"):
+        make(tmp_path / "data", scheme="BILOU")
     (tmp_path / "data" / "test.txt").unlink()
     with pytest.raises(FileNotFoundError, match=r"test\.txt: not found"):
         make(tmp_path / "data")

@@ -1,0 +1,126 @@
+"""``convert``: annotations of doccano, Label Studio, Prodigy, brat, CoNLL-U or CoNLL into CoNLL or JSONL,
+with every span that was moved, cut or dropped named (docs/data.md#your-own-annotations)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ner_app.errors import NerAppError
+
+
+def add_convert_parser(commands: argparse._SubParsersAction) -> None:
+    from ner_app.text.annotations.align import ALIGN_MODES
+    from ner_app.text.annotations.convert import FORMATS
+    from ner_app.text.annotations.labelstudio import CHOICES
+    from ner_app.text.annotations.resolve import OVERLAP_MODES
+
+    convert = commands.add_parser(
+        "convert",
+        help="convert annotations (doccano, Label Studio, Prodigy, brat, CoNLL-U, CoNLL, JSONL) to CoNLL or JSONL",
+        description="Reads every INPUT in one format, maps its character spans onto the tokenizer's tokens, and "
+        "writes OUT.conll (token tag lines, -DOCSTART- before each document) or OUT.jsonl (predict's "
+        "format). Every span moved, cut or dropped is printed as FILE:LINE: ..., then a summary (docs/data.md).",
+    )
+    convert.add_argument("inputs", nargs="+", metavar="INPUT", help="files (brat: .ann files or folders)")
+    convert.add_argument("--from", dest="fmt", choices=FORMATS, help="the input format (default: detected)")
+    convert.add_argument("--output", required=True, metavar="OUT", help="OUT.conll (or .txt) or OUT.jsonl")
+    convert.add_argument(
+        "--align", default="expand", choices=ALIGN_MODES,
+        help="a span with an edge inside a token: expand to whole tokens (default), contract to the tokens "
+        "inside it, or drop it (strict)",
+    )  # fmt: skip
+    convert.add_argument(
+        "--overlap", default="longest", choices=OVERLAP_MODES,
+        help="overlapping spans: keep the longest (default), the first in the file, or stop (error)",
+    )  # fmt: skip
+    convert.add_argument("--labels", metavar="A=B,...", help="rename types (before --types applies)")
+    convert.add_argument("--types", metavar="T1,T2,...", help="keep only these types (after --labels)")
+    convert.add_argument("--scheme", default="IOB2", choices=["IOB1", "IOB2", "BIOES"], help="output tags")
+    convert.add_argument(
+        "--tag-column", type=int, default=-1, metavar="N",
+        help="CoNLL input: the 0-based column of the tag (negative: from the end; default -1, the last)",
+    )  # fmt: skip
+    convert.add_argument(
+        "--annotation", default="first", choices=CHOICES,
+        help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
+    )  # fmt: skip
+    convert.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 2 and write nothing when any span was moved, cut or dropped",
+    )
+
+
+def _pairs(text: str | None, option: str) -> dict[str, str]:
+    if not text:
+        return {}
+    found: dict[str, str] = {}
+    for item in text.split(","):
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip() or new.strip().split() != [new.strip()]:
+            raise NerAppError(f"{option}: expected OLD=NEW pairs separated by commas, found {item!r}")
+        found[old.strip()] = new.strip()
+    return found
+
+
+def _ours(start: bytes) -> bool:
+    """What a CoNLL or JSONL output of convert starts with."""
+    return start.startswith((b"-DOCSTART- O\n", b'{"text": ')) or not start
+
+
+def convert(args: argparse.Namespace) -> int:
+    from ner_app.files import refuse_foreign_file
+    from ner_app.text.annotations.convert import (
+        Options,
+        convert_files,
+        count_entities,
+        detect_format,
+        write_converted,
+    )
+    from ner_app.text.annotations.model import Audit
+    from ner_app.text.annotations.resolve import Policy
+
+    out = Path(args.output)
+    if out.suffix not in (".conll", ".txt", ".jsonl"):
+        raise NerAppError(f"{out}: expected an output name ending in .conll, .txt or .jsonl")
+    inputs = [Path(p) for p in args.inputs]
+    for path in inputs:
+        if not path.exists():
+            raise NerAppError(f"{path}: not found")
+        if path.resolve() == out.resolve() or (path.is_dir() and path.resolve() in out.resolve().parents):
+            raise NerAppError(f"{out}: is an input (or inside one); choose another output name")
+    refuse_foreign_file(out, _ours, "an output of convert")
+    types = frozenset(t.strip() for t in args.types.split(",") if t.strip()) if args.types else None
+    options = Options(
+        Policy(_pairs(args.labels, "--labels"), types, args.overlap),
+        args.align, args.scheme, args.tag_column, args.annotation,
+    )  # fmt: skip
+    formats = {p: args.fmt or detect_format(p) for p in inputs}
+    audit = Audit()
+    converted = [d for p in inputs for d in convert_files(formats[p], [p], options, audit)]
+    for line in audit.lines:
+        print(line)
+    counts = audit.counts
+    left_out = f"; {counts['left out']} left out by --types" if "left out" in counts else ""
+    notes = [
+        f"{n} {what}"
+        for what, n in sorted(counts.items())
+        if what not in ("moved", "cut", "dropped", "left out")
+    ]
+    sentences = sum(len(d.sentences) for d in converted)
+    tokens = sum(len(t) for d in converted for t, _ in d.sentences)
+    summary = (
+        f"{len(converted)} documents, {sentences} sentences, {tokens} tokens, "
+        f"{count_entities(converted, args.scheme)} entities; spans moved {counts['moved']}, cut {counts['cut']}, "
+        f"dropped {counts['dropped']}{left_out}" + "".join(f"; {n}" for n in notes)
+    )
+    if args.strict and audit.changed:
+        print(summary)
+        raise NerAppError(f"{audit.changed} spans were moved, cut or dropped (listed above) and --strict is set; "
+                          f"nothing written to {out}")  # fmt: skip
+    if not converted:
+        raise NerAppError(f"{', '.join(map(str, inputs))}: no document to convert; nothing written")
+    write_converted(out, converted)
+    print(f"{summary}; written to {out}")
+    return 0

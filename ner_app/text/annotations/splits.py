@@ -1,0 +1,73 @@
+"""Training data in any supported format: the file of each split in a folder, read into CoNLL sentences.
+
+A split ``NAME`` (``train``, ``valid``, ``test``) is ``NAME.txt`` (CoNLL, as always), or ``NAME.conll``,
+``NAME.conllu``, ``NAME.jsonl``, ``NAME.json`` or a brat folder ``NAME/``. Span formats go through the same
+conversion as ``convert`` (default alignment and overlap policy), and its audit is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from ner_app.text.annotations.convert import Options, convert_files, detect_format
+from ner_app.text.annotations.model import AnnotationFormatError, Audit
+from ner_app.text.annotations.resolve import Policy
+from ner_app.text.conll import Sentence, read_conll
+
+log = logging.getLogger("ner_app")
+_SUFFIXES = {
+    "conll": (".txt", ".conll"),
+    "conllu": (".conllu",),
+    "doccano": (".jsonl",),
+    "prodigy": (".jsonl",),
+    "jsonl": (".jsonl",),
+    "labelstudio": (".json",),
+    "brat": ("",),
+}
+_ANY = (".txt", ".conll", ".conllu", ".jsonl", ".json", "")
+
+
+def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
+    """The file (a folder, for brat) of split ``name`` in ``folder``, or None."""
+    for suffix in _SUFFIXES[fmt] if fmt else _ANY:
+        path = folder / f"{name}{suffix}"
+        if (path.is_dir() if suffix == "" else path.is_file()) and (suffix or any(path.rglob("*.ann"))):
+            return path
+    return None
+
+
+def split_suffix(fmt: str) -> str:
+    """How the split files of ``fmt`` end (a brat split is a folder: ``/``)."""
+    return _SUFFIXES[fmt][0] or "/"
+
+
+def split_files(path: Path) -> list[Path]:
+    """Every file whose bytes are the data of a split file (a brat folder: its .ann and .txt files)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in (".ann", ".txt") and p.is_file())
+    return [path]
+
+
+def read_split(path: Path, fmt: str | None, tag_column: int = -1) -> list[Sentence]:
+    """The sentences of one split file; CoNLL tags as in the file, other formats' in IOB2."""
+    fmt = fmt or ("conll" if path.suffix == ".txt" else detect_format(path))
+    if fmt == "conll":
+        return read_conll(path, tag_column)
+    audit = Audit()
+    converted = convert_files(fmt, [path], Options(Policy({}, None)), audit)
+    for line in audit.lines:
+        log.warning("%s", line)
+    if audit.lines:
+        log.warning("%s: %d spans moved, cut or dropped (listed above)", path, audit.changed)
+    sentences: list[Sentence] = []
+    for doc, document in enumerate(converted):
+        found = re.search(r":(\d+)", document.where[len(str(path)) :])
+        first = (
+            int(found.group(1)) if found else 1
+        )  # the document's line (its sentences have none of their own)
+        sentences.extend(Sentence(tokens, tags, first, doc) for tokens, tags in document.sentences if tokens)
+    if not sentences:
+        raise AnnotationFormatError(f"{path}: no sentences in it")
+    return sentences

@@ -1,0 +1,247 @@
+"""Hostile and careless input to ``convert``: each case is one ``error: FILE:LINE: ...`` line naming what was
+expected, exit code 2, and no output file, never a traceback; changed spans are named, not silently dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ner_app import limits
+from ner_app.cli.commands import main
+from tests.helpers import one_error_line
+
+GOOD = json.dumps({"text": "Sony", "label": [[0, 4, "ORG"]]})
+IMAGE_TASK = {
+    "id": 7, "data": {"image": "/data/upload/1.jpg"},
+    "annotations": [{"result": [{"type": "rectanglelabels", "from_name": "tag", "to_name": "img",
+                                 "value": {"x": 1, "y": 2, "width": 3, "height": 4, "rectanglelabels": ["Car"]}}]}],
+}  # fmt: skip
+TEXT_TASK = {"id": 8, "data": {"text": "Sony"}, "annotations": [{"result": [
+    {"type": "labels", "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["ORG"]}}]}]}  # fmt: skip
+
+# name: (files {name: bytes}, --from, extra arguments, what the error line holds ({d}: the tmp folder))
+CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
+    "malformed json": (
+        {"a.jsonl": f'{GOOD}\n{{"text": "x", "label": [}}\n'.encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:2: not valid JSON",
+    ),
+    "not an object": (
+        {"a.jsonl": b"[1, 2]\n"},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: expected a JSON object, found list",
+    ),
+    "deep nesting": ({"a.jsonl": b"[" * 100_000 + b"]" * 100_000 + b"\n"}, "jsonl", [], "{d}/a.jsonl:1: "),
+    "offset beyond the text": (
+        {"a.jsonl": f"{GOOD}\n{json.dumps({'text': 'abc', 'label': [[0, 99, 'X']]})}\n".encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:2: end offset 99 is beyond the text (3 characters)",
+    ),
+    "negative offset": (
+        {"a.jsonl": json.dumps({"text": "abc", "entities": [{"start": -1, "end": 2, "type": "X"}]}).encode()},
+        "jsonl",
+        [],
+        "{d}/a.jsonl:1: start offset -1 is negative",
+    ),
+    "start not before end": (
+        {"a.jsonl": json.dumps({"text": "abc", "label": [[2, 2, "X"]]}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: start 2 >= end 2; expected start < end",
+    ),
+    "offset not a number": (
+        {"a.jsonl": json.dumps({"text": "abc", "label": [["0", 2, "X"]]}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: expected an integer start offset, found str",
+    ),
+    "label not a string": (
+        {"a.jsonl": json.dumps({"text": "abc", "label": [[0, 2, 5]]}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: expected a label (a non-empty string), found int 5",
+    ),
+    "label with a space": (
+        {"a.jsonl": json.dumps({"text": "abc", "label": [[0, 2, "New Type"]]}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: label 'New Type' is not an entity type",
+    ),
+    "classification export": (
+        {"a.jsonl": json.dumps({"text": "abc", "label": ["positive"]}).encode()},
+        "doccano",
+        [],
+        '{d}/a.jsonl:1: expected [start, end, "TYPE"]',
+    ),
+    "empty jsonl": ({"a.jsonl": b"\n\n"}, "prodigy", [], "{d}/a.jsonl: empty export"),
+    "empty label studio": ({"a.json": b"[]"}, "labelstudio", [], "{d}/a.json: empty export: no tasks"),
+    "label studio image project": (
+        {"a.json": json.dumps([TEXT_TASK, IMAGE_TASK]).encode()},
+        "labelstudio",
+        [],
+        "{d}/a.json:task 7: expected the task's text in data.text",
+    ),
+    "label studio image results": (
+        {"a.json": json.dumps([{**IMAGE_TASK, "data": {"text": "x"}}]).encode()},
+        "labelstudio",
+        [],
+        "{d}/a.json:task 7: a result of type 'rectanglelabels'; expected text spans",
+    ),
+    "label studio bad json": (
+        {"a.json": b'[{"id": 1,\n "data": }]'},
+        "labelstudio",
+        [],
+        "{d}/a.json:2: not valid JSON",
+    ),
+    "brat ann without txt": ({"b.ann": b"T1\tORG 0 4\tSony\n"}, "brat", [], "{d}/b.ann: no b.txt beside it"),
+    "brat bad line": (
+        {"b.ann": b"T1\tORG zero 4\tSony\n", "b.txt": b"Sony"},
+        "brat",
+        [],
+        "{d}/b.ann:1: expected integer offsets 'START END'",
+    ),
+    "mixed encodings jsonl": (
+        {"a.jsonl": f"{GOOD}\n".encode() + '{"text": "Café", "label": []}\n'.encode("latin-1")},
+        "doccano",
+        [],
+        "{d}/a.jsonl:2: expected UTF-8 text, found byte 0xe9 at column 14",
+    ),
+    "mixed encodings brat": (
+        {"b.ann": b"T1\tORG 0 4\tSony\n", "b.txt": "Sony\nCafé\n".encode("latin-1")},
+        "brat",
+        [],
+        "{d}/b.txt:2: expected UTF-8 text, found byte 0xe9",
+    ),
+    "conll tag column": (
+        {"a.conll": b"EU B-ORG x\n"},
+        "conll",
+        ["--tag-column", "0"],
+        "{d}/a.conll:1: the tag column 0",
+    ),
+    "conll bad tag": ({"a.conll": b"EU NNP ORG\n"}, "conll", [], "{d}/a.conll:1: expected a tag O, B-X"),
+    "conllu columns": (
+        {"a.conllu": b"1\tEU\teu\n"},
+        "conllu",
+        [],
+        "{d}/a.conllu:1: expected 10 tab-separated",
+    ),
+    "overlap error": (
+        {"a.jsonl": json.dumps({"text": "New York City", "label": [[0, 8, "LOC"], [0, 13, "LOC"]]}).encode()},
+        "doccano",
+        ["--overlap", "error"],
+        "{d}/a.jsonl:1: 'New York City' (LOC) overlaps 'New York'",
+    ),
+    "bad label map": (
+        {"a.jsonl": GOOD.encode()},
+        "doccano",
+        ["--labels", "ORG"],
+        "--labels: expected OLD=NEW",
+    ),
+    "docstart in the text": (
+        {"a.conllu": b"1\t-DOCSTART-\t_\t_\t_\t_\t0\troot\t_\t_\n"},
+        "conllu",
+        [],
+        "{d}/a.conllu:1: the text holds the token -DOCSTART-",
+    ),
+    "unknown format": ({"a.xml": b"<x/>"}, "", [], "{d}/a.xml: cannot tell its format"),
+}
+
+
+def _run(tmp_path: Path, files: dict[str, bytes], fmt: str, extra: list[str]) -> tuple[int, Path]:
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    inputs = sorted({str(tmp_path / n) for n in files if not n.endswith(".txt")} or {str(tmp_path)})
+    out = tmp_path / "out" / "converted.conll"
+    return main(["convert", *inputs, *(["--from", fmt] if fmt else []), "--output", str(out), *extra]), out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_one_line_and_nothing_written(tmp_path, capsys, name):
+    files, fmt, extra, expected = CASES[name]
+    code, out = _run(tmp_path, files, fmt, extra)
+    assert code == 2
+    one_error_line(capsys, expected.format(d=tmp_path))
+    assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+def test_a_line_beyond_the_bound_is_refused_unread(tmp_path, capsys, monkeypatch):
+    """The bound (64 MiB a line) stands in for a 1 GB line: lowered here, the same code path refuses it."""
+    monkeypatch.setattr(limits, "MAX_ANNOTATION_LINE_BYTES", 10_000)
+    huge = json.dumps({"text": "x" * 20_000, "label": []})
+    code, out = _run(tmp_path, {"a.jsonl": f"{GOOD}\n{huge}\n".encode()}, "doccano", [])
+    assert code == 2 and not out.exists()
+    one_error_line(capsys, f"{tmp_path}/a.jsonl:2: a line longer than 10,000 bytes")
+
+
+def test_a_file_beyond_the_bound_is_refused_unread(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_ANNOTATION_FILE_BYTES", 1000)
+    code, out = _run(tmp_path, {"a.json": json.dumps([TEXT_TASK] * 50).encode()}, "labelstudio", [])
+    assert code == 2 and not out.exists()
+    one_error_line(capsys, f"{tmp_path}/a.json: larger than 1,000 bytes")
+
+
+def test_changed_spans_are_named_not_errors(tmp_path, capsys):
+    """A discontinuous brat span, a Prodigy span whose text is not at its offsets: named, dropped, converted."""
+    (tmp_path / "b.txt").write_text("New and York Sony", encoding="utf-8")
+    (tmp_path / "b.ann").write_text("T1\tLOC 0 3;8 12\tNew York\nT2\tORG 13 17\tSony\n", encoding="utf-8")
+    prodigy = tmp_path / "p.jsonl"
+    prodigy.write_text(json.dumps({"text": "Sony Bank", "spans": [{"start": 0, "end": 4, "label": "ORG",
+                                   "text": "Bank"}], "answer": "accept"}) + "\n", encoding="utf-8")  # fmt: skip
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(tmp_path / "b.ann"), "--from", "brat", "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[0]
+        == f"{tmp_path}/b.ann:1: dropped 'New … York' (LOC): a discontinuous span (0 3;8 12) that no tag sequence holds"
+    )
+    assert "entities; spans moved 0, cut 0, dropped 1" in lines[-1]
+    assert main(["convert", str(prodigy), "--from", "prodigy", "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[0]
+        == f"{prodigy}:1: dropped 'Sony' (ORG): the file gives its text as 'Bank': the offsets do not point at it"
+    )
+
+
+def test_never_over_an_input_or_a_file_it_did_not_write(tmp_path, capsys):
+    data = tmp_path / "a.jsonl"
+    data.write_text(GOOD + "\n", encoding="utf-8")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my notes\n", encoding="utf-8")
+    assert main(["convert", str(data), "--from", "doccano", "--output", str(mine)]) == 2
+    one_error_line(capsys, f"{mine}: exists and is not an output of convert")
+    assert mine.read_text(encoding="utf-8") == "my notes\n"
+    assert main(["convert", str(data), "--output", str(tmp_path / "a.json")]) == 2
+    one_error_line(capsys, "expected an output name ending in .conll, .txt or .jsonl")
+    copy = tmp_path / "b.jsonl"
+    copy.write_text(GOOD + "\n", encoding="utf-8")
+    assert main(["convert", str(copy), "--from", "jsonl", "--output", str(copy)]) == 2
+    one_error_line(capsys, "is an input")
+    # its own earlier output is replaced
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(data), "--output", str(out)]) == 0
+    assert main(["convert", str(data), "--output", str(out), "--labels", "ORG=COMPANY"]) == 0
+    assert "B-COMPANY" in out.read_text(encoding="utf-8")
+
+
+def test_missing_input_is_one_line(tmp_path, capsys):
+    assert main(["convert", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "o.conll")]) == 2
+    one_error_line(capsys, "nope.jsonl: not found")
+
+
+def test_a_line_beyond_the_real_bound_is_refused(tmp_path, capsys):
+    """The real 64 MiB bound: a longer line (the head of a 1 GB one) is refused after reading the bound only."""
+    path = tmp_path / "a.jsonl"
+    with open(path, "wb") as f:
+        f.write(GOOD.encode() + b'\n{"text": "')
+        f.write(b"x" * (limits.MAX_ANNOTATION_LINE_BYTES + 16))
+        f.write(b'", "label": []}\n')
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(path), "--from", "doccano", "--output", str(out)]) == 2
+    one_error_line(capsys, f"{path}:2: a line longer than 67,108,864 bytes")
+    assert not out.exists()
