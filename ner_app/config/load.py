@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar, Union, overload
 import yaml
 
 from ner_app.config.schema import (  # the trees live there; importing them from here keeps working
+    PATH,
     Accelerator,
     BilmDataConfig,
     BilmModelConfig,
@@ -36,6 +37,7 @@ from ner_app.config.schema import (  # the trees live there; importing them from
     Precision,
     TrainConfig,
     TrainerConfig,
+    keys_with,
 )
 from ner_app.config.yaml_io import ConfigLoader, dump_yaml, load_bounded_yaml, read_config_file
 from ner_app.files import write_text
@@ -62,7 +64,7 @@ def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         return f"{_type_name(_optional_arg(tp))} or null"
-    if origin is list:
+    if origin in (list, Sequence):
         return f"list[{_type_name(typing.get_args(tp)[0])}]"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
@@ -128,7 +130,7 @@ def _convert(tp: Any, value: Any, key: str, ctx: _Ctx, shown: Any = None) -> Any
         return value
     if dataclasses.is_dataclass(tp):
         return _build(typing.cast(type, tp), value, key, ctx)
-    if origin is list:
+    if origin in (list, Sequence):
         if not isinstance(value, list | tuple):
             raise ctx.error(key, expected)
         (item_tp,) = typing.get_args(tp)
@@ -231,10 +233,9 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
     return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
 
 
-# Keys that name files or folders (absent ones are skipped: each schema has some of them). "package" is
-# model.glove's name for the packaged GloVe, not a path.
-PATH_KEYS = ("output_dir", "data.dir", "data.train", "data.heldout", "data.extra_train", "model.glove",
-             "model.init_weights", "elmo.options", "elmo.weights", "elmo.cache_dir")  # fmt: skip
+# Keys that name files or folders, in both trees (their fields' PATH metadata; absent ones are skipped: each
+# schema has some of them). "package" is model.glove's name for the packaged GloVe, not a path.
+PATH_KEYS = keys_with(PATH, TrainConfig, BilmPretrainConfig)
 
 
 def project_root(config_path: str | Path) -> Path:
