@@ -8,7 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "ner_app"
 # The ground floor (modules at the package root), then the rooms in the order of the flow.
 ROOMS = ["", "config", "text", "bilm", "tagger", "runtime", "train", "pretrain", "serve", "report", "cli"]
-GROUND = {"__init__", "__main__", "errors", "limits", "files", "progress"}
+GROUND = {"__init__", "__main__", "errors", "limits", "files", "progress", "records"}
 
 
 def _module(path: Path) -> str:
