@@ -1,6 +1,10 @@
 """The tag grammar: IOB1 (CoNLL-2003 original), IOB2 (= BIO) and BIOES; what a tag is, which tag may follow
 which, detection, entity spans and conversion. Every other module asks this one.
 
+Each scheme is one ``Scheme`` record in ``SCHEMES`` (names, tag prefixes, transition rule, training name,
+seqeval's strict mode); the tables other modules use (``TRAINING_SCHEMES``, ``TRAINABLE_SCHEMES``,
+``TAG_PATTERN``) and ``entity_types`` are derived from those records.
+
 All conversions go through entity spans ``(type, start, end_exclusive)``, so any scheme can be turned into
 any other and back. Decoding is lenient, like conlleval: an ``I-X`` or ``E-X`` that does not continue an open
 ``X`` entity starts a new one. The transition rules (``may_follow``) are strict: they are what a well-formed
@@ -15,9 +19,8 @@ from dataclasses import dataclass
 
 Span = tuple[str, int, int]  # (type, start, end_exclusive)
 Part = tuple[str, str]  # (prefix, type) of a tag; ("O", "") for O
-Follows = Callable[
-    [Part | None, Part | None], bool
-]  # may ``cur`` follow ``prev``? None: the sentence boundary
+# A transition rule: may tag part ``cur`` follow ``prev``? None stands for the sentence boundary.
+Follows = Callable[[Part | None, Part | None], bool]
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Scheme:
     seqeval's mode, the tag pattern and the CRF's constraints are all derived from these records."""
 
     name: str  # canonical name
-    aliases: tuple[str, ...]  # other names ``scheme`` accepts for it
+    aliases: tuple[str, ...]  # other names ``scheme_of`` accepts for it
     prefixes: str  # the letters before "-" in its tags
     follows: Follows  # the transition rule of a well-formed sequence (``may_follow``)
     training_name: str  # its name in configs and tagger specs (``data.scheme``)
