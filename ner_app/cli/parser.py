@@ -1,8 +1,8 @@
 """The command line's argparse tree: every command, its arguments and help (``python -m ner_app --help``).
 
 A default that a module of the package owns (a batch size, a token budget, a port) is named here as ``Owned``,
-never restated: it is imported when the command runs (``resolve_owned``) or its help is shown, so building
-the parser imports nothing heavy.
+never restated: it is imported when the command reads it (``OwnedNamespace``) or its help is shown, so
+parsing the command line imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -33,12 +33,16 @@ class Owned:
         return str(self.value())
 
 
-def resolve_owned(args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` with every ``Owned`` default (an option not given) replaced by its value."""
-    for key, value in vars(args).items():
+class OwnedNamespace(argparse.Namespace):
+    """Parsed arguments whose ``Owned`` defaults turn into their values when first read: in the handler, after
+    its own imports (``serve`` first says that LitServe is missing, in one line)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
         if isinstance(value, Owned):
-            setattr(args, key, value.value())
-    return args
+            value = value.value()
+            setattr(self, name, value)
+        return value
 
 
 def positive_int(text: str) -> int:
