@@ -20,7 +20,7 @@ import torch
 from ner_app.bilm.document import MAX_POSITIONS
 from ner_app.errors import NerAppError
 from ner_app.records import Reader, hints, read_value
-from ner_app.text.tags import convert
+from ner_app.text.tags import SCHEMES, TRAINING_SCHEMES, convert
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 
 SPEC_FORMAT = "ner_app.tagger/2"
@@ -190,6 +190,12 @@ class TaggerSpec:
             for name, hint in hints(cls).items()
         }
         spec = cls(**values)
+        for key, value, names in (
+            ("scheme", spec.scheme, TRAINING_SCHEMES),
+            ("source_scheme", spec.source_scheme, tuple(SCHEMES)),
+        ):
+            if value not in names:  # the tag grammar's names: a tagger is trained in, and converts to, these
+                raise SpecError(f"{source}: key '{key}': expected one of {', '.join(names)}, found {value!r}")
         if spec.elmo is not None and spec.elmo.context not in ("sentence", "document"):
             raise SpecError(
                 f"{source}: key 'elmo.context': expected 'sentence' or 'document', found {spec.elmo.context!r}"
