@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
+from ner_app.config.schema import BilmShape
 from ner_app.errors import NerAppError
 from ner_app.files import read_json
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_OPTIONS_BYTES, check_size
@@ -19,20 +21,21 @@ class OptionsError(NerAppError):
     """An options.json that is not valid for the biLM."""
 
 
-@dataclass(frozen=True)
-class BilmOptions:
-    """Architecture of a biLM, exactly the content of a public ``options.json``."""
+SHAPE_KEYS = tuple(f.name for f in dataclasses.fields(BilmShape))  # BidirectionalLM's keyword arguments too
 
-    char_dim: int
-    filters: tuple[tuple[int, int], ...]
-    n_highway: int
-    activation: str
-    lstm_dim: int
-    projection_dim: int
-    n_layers: int
-    cell_clip: float | None
-    proj_clip: float | None
-    use_skip_connections: bool
+
+@dataclass
+class BilmOptions(BilmShape):
+    """Architecture of a biLM, exactly the content of a public ``options.json``: the fields of ``BilmShape``
+    (config/schema.py, whose defaults are the original ELMo's), with ``filters`` as (width, count) tuples."""
+
+    def __post_init__(self) -> None:
+        self.filters = tuple((w, c) for w, c in self.filters)
+
+    @classmethod
+    def of(cls, shape: BilmShape) -> BilmOptions:
+        """The options of a config's biLM (``BilmModelConfig`` is a ``BilmShape``)."""
+        return cls(**{key: getattr(shape, key) for key in SHAPE_KEYS})
 
     @classmethod
     def from_dict(cls, options: dict[str, Any], source: str = "options") -> BilmOptions:
@@ -87,7 +90,7 @@ class BilmOptions:
             char_dim=embedding["dim"],
             filters=tuple((w, c) for w, c in filters),
             n_highway=get("char_cnn", "n_highway", (int,)),
-            activation=activation,
+            activation=cast(Any, activation),
             lstm_dim=get("lstm", "dim", (int,)),
             projection_dim=get("lstm", "projection_dim", (int,)),
             n_layers=get("lstm", "n_layers", (int,)),
@@ -120,11 +123,8 @@ class BilmOptions:
     def build(self, stateful: bool = False, dropout: float = 0.0) -> BidirectionalLM:
         """A biLM of this architecture with freshly initialised weights."""
         return BidirectionalLM(
-            char_dim=self.char_dim, filters=self.filters, n_highway=self.n_highway, lstm_dim=self.lstm_dim,
-            projection_dim=self.projection_dim, n_layers=self.n_layers, cell_clip=self.cell_clip,
-            proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
-            activation=self.activation, stateful=stateful, dropout=dropout,
-        )  # fmt: skip
+            **{key: getattr(self, key) for key in SHAPE_KEYS}, stateful=stateful, dropout=dropout
+        )
 
     @classmethod
     def from_model(cls, bilm: BidirectionalLM) -> BilmOptions:
@@ -135,7 +135,7 @@ class BilmOptions:
             char_dim=enc.char_cnn.char_embed.embedding_dim,
             filters=tuple((c.kernel_size[0], c.out_channels) for c in enc.char_cnn.convs),
             n_highway=len(enc.highway.layers),
-            activation=enc.char_cnn.activation,
+            activation=cast(Any, enc.char_cnn.activation),
             lstm_dim=lstm.cell_size,
             projection_dim=lstm.projection_size,
             n_layers=lstm.n_layers,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
-from ner_app.cli.parser import TRAIN_DESCRIPTION, add_train_arguments, build_parser
+from ner_app.cli.parser import TRAIN_DESCRIPTION, OwnedNamespace, add_train_arguments, build_parser
 from ner_app.cli.serving import serve
 from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors
 
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_intermixed_args(argv[1:])
         args.command = "train"
     else:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv, namespace=OwnedNamespace())
     # One policy for every command: a user's mistake is one line and exit 2, a bug keeps its traceback.
     return run_reporting_errors(lambda: HANDLERS[args.command](args))
 

@@ -1,10 +1,51 @@
-"""The command line's argparse tree: every command, its arguments and help (``python -m ner_app --help``)."""
+"""The command line's argparse tree: every command, its arguments and help (``python -m ner_app --help``).
+
+A default that a module of the package owns (a batch size, a token budget, a port) is named here as ``Owned``,
+never restated: it is imported when the command reads it (``OwnedNamespace``) or its help is shown, so
+parsing the command line imports nothing heavy.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
+from typing import Any
 
+from ner_app.cli.convert import add_convert_parser
 from ner_app.report.formats import format_help, format_names
+
+
+class Owned:
+    """The default of another module: ``Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS")``, a dataclass field
+    (``"ServeSpec.port"``) or a function's parameter (``"embed_file.batch_size"``)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def value(self) -> Any:
+        found: Any = importlib.import_module(self.module)
+        for part in self.name.split("."):
+            if inspect.isfunction(found):
+                found = inspect.signature(found).parameters[part].default
+            else:
+                found = getattr(found, part)
+        return found
+
+    def __str__(self) -> str:  # what help's %(default)s shows
+        return str(self.value())
+
+
+class OwnedNamespace(argparse.Namespace):
+    """Parsed arguments whose ``Owned`` defaults turn into their values when first read: in the handler, after
+    its own imports (``serve`` first says that LitServe is missing, in one line)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if isinstance(value, Owned):
+            value = value.value()
+            setattr(self, name, value)
+        return value
 
 
 def positive_int(text: str) -> int:
@@ -43,12 +84,37 @@ TRAIN_DESCRIPTION = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ner-app", description="ELMo BiLSTM-CRF named-entity tagging (also: python -m ner_app)."
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+PREDICTOR = "ner_app.serve.predictor"  # owns predict's and evaluate's defaults
 
+
+def add_model_arguments(
+    parser: argparse.ArgumentParser, batch_size: Owned, max_tokens_help: str | None, threads_help: str = ""
+) -> None:
+    """--model, --batch-size, --threads, --device (and --max-tokens unless its help is None) of the commands
+    that tag with an export."""
+    parser.add_argument(
+        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=batch_size,
+        help="sentences per forward pass (default %(default)s)",
+    )
+    if max_tokens_help is not None:
+        parser.add_argument(
+            "--max-tokens", type=positive_int, default=Owned("ner_app.text.batching", "PREDICT_MAX_TOKENS"),
+            metavar="N", help=max_tokens_help,
+        )  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help=threads_help or "torch CPU threads (1 is fastest on a busy machine)",
+    )
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+
+def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser(
         "train",
         help="train and evaluate the tagger (the same as python train.py)",
@@ -56,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_train_arguments(train)
 
+
+def add_embed_parser(commands: argparse._SubParsersAction) -> None:
     embed = commands.add_parser(
         "embed",
         help="write every biLM layer of every sentence of a text file to hdf5",
@@ -72,11 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
         "attributes (JSON)",
     )  # fmt: skip
     embed.add_argument("--output", required=True, help="output hdf5 file")
-    embed.add_argument("--batch-size", type=positive_int, default=64)
     embed.add_argument(
-        "--max-tokens", type=positive_int, default=8192, metavar="N",
+        "--batch-size", type=positive_int, default=Owned("ner_app.serve.embed", "embed_file.batch_size"),
+        help="sentences per biLM call (default %(default)s)",
+    )  # fmt: skip
+    embed.add_argument(
+        "--max-tokens", type=positive_int, default=Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS"), metavar="N",
         help="padded positions a biLM call reads at most: sentences x longest sentence (streams x longest stream "
-        "with --context document); a longer sentence runs alone (default 8192)",
+        "with --context document); a longer sentence runs alone (default %(default)s)",
     )  # fmt: skip
     embed.add_argument(
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
@@ -90,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="document: consecutive non-empty lines form a document read as one stream; an empty line ends it",
     )  # fmt: skip
     embed.add_argument(
-        "--max-stream-positions", type=int, default=2048,
-        help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence)",
+        "--max-stream-positions", type=int, default=Owned("ner_app.bilm.document", "MAX_POSITIONS"),
+        help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence; "
+        "default %(default)s)",
     )  # fmt: skip
     embed.add_argument(
         "--outputs", metavar="NAMES",
@@ -109,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="bf16: autocast on CPUs with AVX512-BF16/AMX or on a GPU (faster, not bit-exact); output stays float32",
     )  # fmt: skip
 
+
+def add_export_parser(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
         "export",
         help="export a train.py checkpoint: safetensors weights, JSON vocabularies and spec, the biLM files; "
@@ -129,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --onnx: an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)",
     )
 
+
+def add_predict_parser(commands: argparse._SubParsersAction) -> None:
     predict = commands.add_parser(
         "predict",
         help="tag raw text (JSON lines with character offsets) or CoNLL tokens with an exported model",
@@ -136,22 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
         '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
         "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
     )
-    predict.add_argument(
-        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
-    )
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
-    predict.add_argument("--batch-size", type=positive_int, default=64)
-    predict.add_argument(
-        "--max-tokens", type=positive_int, default=16384, metavar="N",
-        help="padded tokens a batch holds at most: pieces x longest piece (sentences are tagged in pieces of at "
-        "most 250 tokens; default 16384)",
+    add_model_arguments(
+        predict, Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        "padded tokens a batch holds at most: pieces x longest piece (sentences are tagged in pieces of at most 250 "
+        "tokens; default %(default)s)",
     )  # fmt: skip
-    predict.add_argument(
-        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
-    )
-    predict.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
+
+def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     evaluate = commands.add_parser(
         "evaluate",
         help="score an exported model on a gold CoNLL file: entity precision, recall and F1 per type",
@@ -159,22 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the predicted entities against the gold ones as conlleval does (seqeval default mode, the scores of "
         "metrics.json); --predictions writes the token gold predicted lines conlleval reads.",
     )
-    evaluate.add_argument(
-        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
-    )
     evaluate.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON (for scripts)")
     evaluate.add_argument("--predictions", metavar="FILE", help="also write token gold predicted lines here")
-    evaluate.add_argument("--batch-size", type=positive_int, default=64)
-    evaluate.add_argument(
-        "--max-tokens", type=positive_int, default=16384, metavar="N",
-        help="padded tokens a batch holds at most, as predict's (default 16384)",
+    add_model_arguments(
+        evaluate, Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        "padded tokens a batch holds at most, as predict's (default %(default)s)",
     )  # fmt: skip
-    evaluate.add_argument(
-        "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
-    )
-    evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
+
+def add_compare_parser(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser(
         "compare",
         help="compare finished runs: dev/test F1 mean +/- std per config, per entity type, paired by seed",
@@ -190,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the comparison as one JSON document instead of the tables (keys: docs/reports.md)",
     )  # fmt: skip
 
+
+def add_pretrain_bilm_parser(commands: argparse._SubParsersAction) -> None:
     pretrain = commands.add_parser(
         "pretrain-bilm",
         help="pretrain a biLM on raw text and export it in the public ELMo format",
@@ -203,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--threads", type=positive_int, help="torch CPU threads (same as train.threads=N)")
     pretrain.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
 
+
+def add_bilm_perplexity_parser(commands: argparse._SubParsersAction) -> None:
     ppl = commands.add_parser(
         "bilm-perplexity",
         help="exact held-out perplexity of a pretrain-bilm output folder, per direction and context",
@@ -219,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     ppl.add_argument("--threads", type=positive_int, help="torch CPU threads")
     ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
+
+def add_report_parser(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report",
         help="write a run folder's self-contained HTML report (curves, per-type scores, errors, ELMo weights)",
@@ -228,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
     report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
 
+
+def add_download_elmo_parser(commands: argparse._SubParsersAction) -> None:
     from ner_app.serve.download import DEFAULT_BASE_URL, MODELS  # no torch at import: cheap for every command
 
     download = commands.add_parser(
@@ -240,10 +312,29 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("model", choices=list(MODELS), help="which ELMo")
     download.add_argument("--output", required=True, help="the folder to download into")
     download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="a mirror with the same layout")
-    add_serve_parser(commands)
-    from ner_app.cli.convert import add_convert_parser
 
-    add_convert_parser(commands)
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command of ``ner-app``, one ``add_*_parser`` each."""
+    parser = argparse.ArgumentParser(
+        prog="ner-app", description="ELMo BiLSTM-CRF named-entity tagging (also: python -m ner_app)."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (
+        add_train_parser,
+        add_embed_parser,
+        add_export_parser,
+        add_predict_parser,
+        add_evaluate_parser,
+        add_compare_parser,
+        add_pretrain_bilm_parser,
+        add_bilm_perplexity_parser,
+        add_report_parser,
+        add_download_elmo_parser,
+        add_serve_parser,
+        add_convert_parser,
+    ):
+        add(commands)
     return parser
 
 
@@ -278,30 +369,31 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
         "text]}; requests arriving together are tagged in one batch. Listens on 127.0.0.1 only unless "
         "--allow-remote. SIGTERM answers the requests in flight, then stops (docs/serving.md).",
     )
+    spec = "ner_app.serve.server"  # ServeSpec owns the defaults
     serve.add_argument(
-        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+        "--host",
+        default=Owned(spec, "ServeSpec.host"),
+        help="%(default)s (default); 0.0.0.0 or :: with --allow-remote",
     )
     serve.add_argument(
-        "--host", default="127.0.0.1", help="127.0.0.1 (default); 0.0.0.0 or :: with --allow-remote"
+        "--port",
+        type=port_number,
+        default=Owned(spec, "ServeSpec.port"),
+        help="TCP port, 1024-65535 (default %(default)s)",
     )
-    serve.add_argument("--port", type=port_number, default=8000, help="TCP port, 1024-65535 (default 8000)")
     serve.add_argument(
         "--allow-remote", action="store_true",
         help="let --host be 0.0.0.0 or ::, so other machines can connect (no authentication, no TLS)",
     )  # fmt: skip
-    serve.add_argument("--batch-size", type=positive_int, default=64, help="sentences per forward pass")
     serve.add_argument(
-        "--max-batch-size", type=positive_int, default=16,
-        help="requests tagged together at most (default 16; 32-64 give more throughput with an ELMo tagger)",
+        "--max-batch-size", type=positive_int, default=Owned(spec, "ServeSpec.max_batch_size"),
+        help="requests tagged together at most (default %(default)s; 32-64 give more throughput with an ELMo "
+        "tagger)",
     )  # fmt: skip
     serve.add_argument(
-        "--batch-timeout", type=positive_seconds, default=0.02,
+        "--batch-timeout", type=positive_seconds, default=Owned(spec, "ServeSpec.batch_timeout"),
         help="the longest a batch waits for requests that are due: as many as the last batch had, plus those "
-        "that queued meanwhile (default 0.02 s)",
+        "that queued meanwhile (default %(default)s s)",
     )  # fmt: skip
-    serve.add_argument(
-        "--threads",
-        type=positive_int,
-        help="torch CPU threads of the model worker (1 is fastest on a busy machine)",
-    )
-    serve.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_model_arguments(serve, Owned(spec, "ServeSpec.batch_size"), None,
+                        "torch CPU threads of the model worker (1 is fastest on a busy machine)")  # fmt: skip

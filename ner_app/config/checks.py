@@ -101,6 +101,10 @@ def check_pretrain_config(cfg: BilmPretrainConfig) -> None:
         raise ConfigError(
             f"config key 'data.extra_train': {leaked[0]} is also a held-out file (data.heldout)"
         )
+    if not m.filters or any(len(f) != 2 or min(f) < 1 for f in m.filters):
+        raise ConfigError(
+            f"config key 'model.filters' must be [width, channels] pairs of positive sizes, found {m.filters}"
+        )
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"config key 'model.dropout' must be in [0, 1), found {m.dropout}")
     for key, clip in (("model.cell_clip", m.cell_clip), ("model.proj_clip", m.proj_clip)):

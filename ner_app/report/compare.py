@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.config.load import PATH_KEYS, config_to_dict, load_config, project_root
+from ner_app.config.schema import OPERATIONAL, TrainConfig, keys_with
 from ner_app.errors import NerAppError
 from ner_app.report.compare_names import folder_names
 from ner_app.report.student_t import t_quantile
@@ -24,11 +25,8 @@ from ner_app.runtime.run_dir import IDENTITY_KEY, flatten_tree
 from ner_app.train.corpus import EVALUATED
 from ner_app.train.metrics import Mix, RunMetrics
 
-# Keys that change neither what is trained nor the result: left out of a run's recipe.
-OPERATIONAL_KEYS = {
-    "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
-    "elmo.cache_dir", "data.num_workers", "trainer.logger",
-}  # fmt: skip
+# Keys that change neither what is trained nor the result (OPERATIONAL metadata): left out of a run's recipe.
+OPERATIONAL_KEYS = set(keys_with(OPERATIONAL, TrainConfig))
 BILM_KEY = "elmo.bilm"  # the biLM's weights fingerprint, in place of its file paths (metrics.json)
 BILM_PATHS = ("elmo.options", "elmo.weights")
 

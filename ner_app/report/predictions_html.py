@@ -12,12 +12,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ner_app.report import page
-from ner_app.text.tags import split_tag
+from ner_app.text.tags import entity_types
 
-
-def entity_types(tags: Iterable[str]) -> list[str]:
-    """The entity types of a tag vocabulary ("B-PER", "I-PER", "O", ... -> ["PER"]), sorted."""
-    return sorted({split_tag(tag)[1] for tag in tags if tag not in ("O", "<pad>", "<unk>")})
+__all__ = [
+    "entity_types",
+    "highlighted_line",
+    "predictions_html",
+]  # entity_types: the tag grammar's, for callers
 
 
 def highlighted_line(text: str, found: Sequence[Mapping[str, Any]]) -> str:

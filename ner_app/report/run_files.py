@@ -20,6 +20,7 @@ from typing import Any
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.text.conll import PredictedSentence, decode_text
 from ner_app.text.conll import read_predictions as read_conll_predictions
+from ner_app.text.tags import entity_types
 from ner_app.train.metrics import Mix
 
 Sentence = PredictedSentence  # tokens, gold tags, predicted tags
@@ -144,7 +145,6 @@ def read_model_types(run_dir: Path) -> list[str]:
     """The entity types the run's model knows (its tag vocabulary, sorted): the types the predictions page of
     its export shows, so that the run report colours them alike. From ``export/tagger.json``, or without an
     export from the spec in ``checkpoints/best.ckpt``."""
-    from ner_app.report.predictions_html import entity_types
     from ner_app.tagger.export import read_spec
     from ner_app.tagger.spec import TaggerSpec
 

@@ -22,6 +22,7 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
+from ner_app.config.schema import RESUMABLE, BilmPretrainConfig, TrainConfig, keys_with
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import atomic_path
 from ner_app.runtime.checkpoint import load_checkpoint
@@ -30,13 +31,9 @@ LOCK = ".lock"
 IDENTITY_KEY = "ner_app_run"  # checkpoint entry: the run's config and data fingerprint
 # Entries a run that never reached its first checkpoint leaves; a fresh run may start over in such a folder.
 _RESTARTABLE = {LOCK, "config.yaml", "logs", "checkpoints", "vocab.txt"}
-# Keys --resume may change: how long and how verbosely to go on, never what is trained on what.
-RESUMABLE_KEYS = {
-    "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
-    "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
-    "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
-    "train.log_every_n_steps", "train.val_every_n_steps", "train.patience", "trainer.logger", "train.logger",
-}  # fmt: skip
+# Keys --resume may change: how long and how verbosely to go on, never what is trained on what (the fields
+# with RESUMABLE metadata in both config trees).
+RESUMABLE_KEYS = set(keys_with(RESUMABLE, TrainConfig, BilmPretrainConfig))
 
 
 class RunFolderError(NerAppError):

@@ -23,6 +23,7 @@ from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
 from ner_app.text.records import Entity
+from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize
 
 __all__ = ["Embedder", "Embedding", "Entity", "Tagger", "load_bilm", "load_tagger"]
@@ -105,7 +106,7 @@ class Tagger:
     @property
     def entity_types(self) -> list[str]:
         """The entity types the tagger knows, e.g. ``["LOC", "MISC", "ORG", "PER"]``."""
-        return sorted({tag[2:] for tag in self.predictor.tags.itos if tag[:2] in ("B-", "I-", "E-", "S-")})
+        return entity_types(self.predictor.tags.itos)
 
     def predict(self, texts: Iterable[str]) -> list[list[Entity]]:
         """The entities of each text, tagged in batches across texts (``predict_text`` for one text).

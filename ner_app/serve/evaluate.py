@@ -15,7 +15,9 @@ from ner_app.serve.predictor import Predictor
 from ner_app.text.conll import read_conll
 from ner_app.text.records import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
-from ner_app.text.tags import detect_scheme
+from ner_app.text.tags import SCHEMES, detect_scheme, scheme_of
+
+CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
 
 
 def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ConllItem]]:
@@ -28,9 +30,12 @@ def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
     gold = [s.tags for s in sentences]
     scheme = detect_scheme(gold)
-    if scheme == "BIOES":  # conlleval's chunking knows B, I and O only
+    others = [p for p in scheme_of(scheme).prefixes if p not in CONLLEVAL_PREFIXES]
+    if others:  # conlleval's chunking knows B, I and O only
+        readable = " or ".join(s.name for s in SCHEMES.values() if set(s.prefixes) <= set(CONLLEVAL_PREFIXES))
         raise NerAppError(
-            f"{gold_path}: E- or S- tags found; evaluate reads IOB1 or IOB2 tags, as conlleval does"
+            f"{gold_path}: {' or '.join(p + '-' for p in others)} tags found; evaluate reads {readable} tags, "
+            "as conlleval does"
         )
     tagged = predictor.tag([s.tokens for s in sentences], [s.doc for s in sentences])
     predicted = [predictor.to_source(tags) for tags, _ in tagged]

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ner_app.text.tags import may_follow, scheme_part
-
-# The training schemes a tagger may use (IOB2 is called "BIO" in configs and specs).
-TRAINING_SCHEMES = ("BIO", "BIOES", "IOB1")
+from ner_app.text.tags import TRAINING_SCHEMES, may_follow, scheme_part
 
 
 def allowed_transitions(tags: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

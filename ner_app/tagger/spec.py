@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,8 @@ import torch
 
 from ner_app.bilm.document import MAX_POSITIONS
 from ner_app.errors import NerAppError
-from ner_app.text.tags import convert
+from ner_app.records import Reader, hints, read_value
+from ner_app.text.tags import SCHEMES, TRAINING_SCHEMES, convert
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 
 SPEC_FORMAT = "ner_app.tagger/2"
@@ -184,11 +184,18 @@ class TaggerSpec:
         }  # fmt: skip
         where = {"sizes": "model", "words": "vocab.words", "chars": "vocab.chars", "tags": "vocab.tags",
                  "num_trainable_words": "vocab.num_trainable_words"}  # fmt: skip
+        reader = Reader(SpecError, source)
         values = {
-            name: _typed(hint, flat[name], where.get(name, name), source)
-            for name, hint in typing.get_type_hints(cls).items()
+            name: read_value(hint, flat[name], where.get(name, name), reader)
+            for name, hint in hints(cls).items()
         }
         spec = cls(**values)
+        for key, value, names in (
+            ("scheme", spec.scheme, TRAINING_SCHEMES),
+            ("source_scheme", spec.source_scheme, tuple(SCHEMES)),
+        ):
+            if value not in names:  # the tag grammar's names: a tagger is trained in, and converts to, these
+                raise SpecError(f"{source}: key '{key}': expected one of {', '.join(names)}, found {value!r}")
         if spec.elmo is not None and spec.elmo.context not in ("sentence", "document"):
             raise SpecError(
                 f"{source}: key 'elmo.context': expected 'sentence' or 'document', found {spec.elmo.context!r}"
@@ -207,42 +214,3 @@ def _object(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]
     if not isinstance(value, Mapping):
         raise SpecError(f"{source}: key '{key}': expected an object, found {type(value).__name__}")
     return value
-
-
-def _typed(hint: Any, value: Any, key: str, source: str) -> Any:
-    """``value`` checked against ``hint`` (int, float, bool, str, tuple[str, ...], a frozen dataclass or
-    Optional of one); a ``SpecError`` naming ``key`` otherwise."""
-    args = typing.get_args(hint)
-    if type(None) in args:
-        return None if value is None else _typed(args[0], value, key, source)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, Mapping):
-            raise SpecError(f"{source}: key '{key}': expected an object, found {_found(value)}")
-        fields = dataclasses.fields(hint)
-        names = {f.name for f in fields}
-        # Keys added later have defaults, which older files (written without them) take.
-        required = {f.name for f in fields if f.default is dataclasses.MISSING}
-        if not required <= set(value) <= names:
-            raise SpecError(
-                f"{source}: key '{key}': expected the keys {sorted(names)}, found {sorted(value)}"
-            )
-        hints = typing.get_type_hints(hint)
-        cls: Any = hint
-        return cls(**{n: _typed(hints[n], value[n], f"{key}.{n}", source) for n in sorted(value)})
-    if typing.get_origin(hint) is tuple:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise SpecError(f"{source}: key '{key}': expected a list of strings, found {_found(value)}")
-        return tuple(value)
-    ok = {
-        bool: isinstance(value, bool),
-        int: isinstance(value, int) and not isinstance(value, bool),
-        float: isinstance(value, int | float) and not isinstance(value, bool),
-        str: isinstance(value, str),
-    }[hint]
-    if not ok:
-        raise SpecError(f"{source}: key '{key}': expected {hint.__name__}, found {_found(value)}")
-    return float(value) if hint is float else value
-
-
-def _found(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"

@@ -1,6 +1,10 @@
 """The tag grammar: IOB1 (CoNLL-2003 original), IOB2 (= BIO) and BIOES; what a tag is, which tag may follow
 which, detection, entity spans and conversion. Every other module asks this one.
 
+Each scheme is one ``Scheme`` record in ``SCHEMES`` (names, tag prefixes, transition rule, training name,
+seqeval's strict mode); the tables other modules use (``TRAINING_SCHEMES``, ``TRAINABLE_SCHEMES``,
+``TAG_PATTERN``) and ``entity_types`` are derived from those records.
+
 All conversions go through entity spans ``(type, start, end_exclusive)``, so any scheme can be turned into
 any other and back. Decoding is lenient, like conlleval: an ``I-X`` or ``E-X`` that does not continue an open
 ``X`` entity starts a new one. The transition rules (``may_follow``) are strict: they are what a well-formed
@@ -11,14 +15,80 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 Span = tuple[str, int, int]  # (type, start, end_exclusive)
+Part = tuple[str, str]  # (prefix, type) of a tag; ("O", "") for O
+# A transition rule: may tag part ``cur`` follow ``prev``? None stands for the sentence boundary.
+Follows = Callable[[Part | None, Part | None], bool]
 
-SCHEMES = ("IOB1", "IOB2", "BIOES")
-_ALIASES = {"IOB1": "IOB1", "IOB2": "IOB2", "BIO": "IOB2", "BIOES": "BIOES", "IOBES": "BIOES"}
-_PREFIXES = {"IOB1": "BI", "IOB2": "BI", "BIOES": "BIES"}
+
+@dataclass(frozen=True)
+class Scheme:
+    """One tag scheme: its names, the prefixes of its tags and which tag may follow which. The training names,
+    seqeval's mode, the tag pattern and the CRF's constraints are all derived from these records."""
+
+    name: str  # canonical name
+    aliases: tuple[str, ...]  # other names ``scheme_of`` accepts for it
+    prefixes: str  # the letters before "-" in its tags
+    follows: Follows  # the transition rule of a well-formed sequence (``may_follow``)
+    training_name: str  # its name in configs and tagger specs (``data.scheme``)
+    # seqeval's strict-mode scheme (a class of seqeval.scheme) that scores it; None: a run cannot train in it
+    # (config/schema.py's data.scheme lists the training names of the others)
+    seqeval: str | None = None
+
+
+def _iob2_follows(prev: Part | None, cur: Part | None) -> bool:
+    """IOB2: an I-X continues a B-X or I-X; ``None`` stands for the sentence boundary."""
+    if cur is not None and cur[0] == "I":
+        return prev is not None and prev[0] in "BI" and prev[1] == cur[1]
+    return True
+
+
+def _iob1_follows(prev: Part | None, cur: Part | None) -> bool:
+    """IOB1: I-X may open an entity; B-X only separates two adjacent entities of the same type X."""
+    if cur is not None and cur[0] == "B":
+        return prev is not None and prev[0] in "BI" and prev[1] == cur[1]
+    return True
+
+
+def _bioes_follows(prev: Part | None, cur: Part | None) -> bool:
+    """BIOES: B-X and I-X must be continued by I-X or E-X; the others are followed by O, B-* or S-*."""
+    prev_open = prev is not None and prev[0] in "BI"  # inside an unfinished entity
+    if cur is None:
+        return not prev_open
+    if cur[0] in "IE":
+        return prev is not None and prev_open and prev[1] == cur[1]
+    return not prev_open
+
+
+SCHEMES = {
+    s.name: s
+    for s in (
+        Scheme("IOB1", (), "BI", _iob1_follows, training_name="IOB1"),
+        Scheme("IOB2", ("BIO",), "BI", _iob2_follows, training_name="BIO", seqeval="IOB2"),
+        Scheme("BIOES", ("IOBES",), "BIES", _bioes_follows, training_name="BIOES", seqeval="IOBES"),
+    )
+}
+_BY_NAME = {n: s for s in SCHEMES.values() for n in (s.name, *s.aliases, s.training_name)}
+# Names a tagger spec may give its training scheme (the CRF's constraints are built in any of them), and the
+# schemes a run can train in (those seqeval scores in strict mode).
+TRAINING_SCHEMES = tuple(sorted(s.training_name for s in SCHEMES.values()))
+TRAINABLE_SCHEMES = tuple(s.training_name for s in SCHEMES.values() if s.seqeval is not None)
+_ALL_PREFIXES = "".join(sorted({p for s in SCHEMES.values() for p in s.prefixes}))
 # A tag of any scheme: O, or a prefix and a non-empty entity type.
-TAG_PATTERN = re.compile(r"O|[BIES]-\S+")
+TAG_PATTERN = re.compile(rf"O|[{_ALL_PREFIXES}]-\S+")
+
+
+def scheme_of(name: str) -> Scheme:
+    """The scheme of a name, any case: canonical ("IOB2"), alias ("BIO") or training name."""
+    found = _BY_NAME.get(name.upper())
+    if found is None:
+        names = ", ".join(
+            f"{s.name} ({', '.join(s.aliases)})" if s.aliases else s.name for s in SCHEMES.values()
+        )
+        raise ValueError(f"unknown tag scheme {name!r}: expected one of {names}")
+    return found
 
 
 def is_tag(text: str) -> bool:
@@ -28,25 +98,27 @@ def is_tag(text: str) -> bool:
 
 def normalize_scheme(name: str) -> str:
     """The canonical name ("IOB1", "IOB2" or "BIOES") of a scheme name; "BIO" means IOB2, "IOBES" BIOES."""
-    key = name.upper()
-    if key not in _ALIASES:
-        raise ValueError(f"unknown tag scheme {name!r}: expected one of IOB1, IOB2 (BIO), BIOES (IOBES)")
-    return _ALIASES[key]
+    return scheme_of(name).name
 
 
 def split_tag(tag: str) -> tuple[str, str]:
     """("O", "") for O, else (prefix, type): "B-PER" -> ("B", "PER"). Raises ValueError on anything else."""
     if tag == "O":
         return "O", ""
-    if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIES":
+    if len(tag) > 2 and tag[1] == "-" and tag[0] in _ALL_PREFIXES:
         return tag[0], tag[2:]
     raise ValueError(f"invalid tag {tag!r}: expected O or B-X, I-X, E-X, S-X with a non-empty type X")
 
 
 def scheme_tags(scheme: str, types: Iterable[str]) -> list[str]:
     """Every tag of ``scheme`` for the entity types: "O" first, then sorted."""
-    prefixes = _PREFIXES[normalize_scheme(scheme)]
+    prefixes = scheme_of(scheme).prefixes
     return ["O", *sorted(f"{p}-{t}" for t in set(types) for p in prefixes)]
+
+
+def entity_types(tags: Iterable[str]) -> list[str]:
+    """The entity types of ``tags`` (any scheme; e.g. a tag vocabulary), sorted; O and non-tags left out."""
+    return sorted({split_tag(tag)[1] for tag in tags if tag != "O" and is_tag(tag)})
 
 
 def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
@@ -70,7 +142,7 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
 
 def entities(tags: Sequence[str], scheme: str) -> list[Span]:
     """Entity spans ``(type, start, end_exclusive)`` of one tag sequence in ``scheme``."""
-    allowed = _PREFIXES[normalize_scheme(scheme)]
+    allowed = scheme_of(scheme).prefixes
     spans: list[Span] = []
     open_type, open_start = "", -1  # open_start == -1: no entity open
     for i, tag in enumerate(tags):
@@ -116,12 +188,9 @@ def convert(tags: Sequence[str], source: str, target: str) -> list[str]:
     return from_entities(entities(tags, source), len(tags), target)
 
 
-Part = tuple[str, str]  # (prefix, type) of a tag; ("O", "") for O
-
-
 def scheme_part(tag: str, scheme: str) -> Part:
     """``"B-PER"`` -> ``("B", "PER")`` if ``scheme`` has such tags; ValueError naming tag and scheme otherwise."""
-    prefixes = _PREFIXES[normalize_scheme(scheme)]
+    prefixes = scheme_of(scheme).prefixes
     if tag == "O":
         return "O", ""
     prefix, sep, entity = tag.partition("-")
@@ -131,35 +200,6 @@ def scheme_part(tag: str, scheme: str) -> Part:
     return prefix, entity
 
 
-def _iob2_follows(prev: Part | None, cur: Part | None) -> bool:
-    """IOB2: an I-X continues a B-X or I-X; ``None`` stands for the sentence boundary."""
-    if cur is not None and cur[0] == "I":
-        return prev is not None and prev[0] in "BI" and prev[1] == cur[1]
-    return True
-
-
-def _iob1_follows(prev: Part | None, cur: Part | None) -> bool:
-    """IOB1: I-X may open an entity; B-X only separates two adjacent entities of the same type X."""
-    if cur is not None and cur[0] == "B":
-        return prev is not None and prev[0] in "BI" and prev[1] == cur[1]
-    return True
-
-
-def _bioes_follows(prev: Part | None, cur: Part | None) -> bool:
-    """BIOES: B-X and I-X must be continued by I-X or E-X; the others are followed by O, B-* or S-*."""
-    prev_open = prev is not None and prev[0] in "BI"  # inside an unfinished entity
-    if cur is None:
-        return not prev_open
-    if cur[0] in "IE":
-        return prev is not None and prev_open and prev[1] == cur[1]
-    return not prev_open
-
-
-_FOLLOWS: dict[str, Callable[[Part | None, Part | None], bool]] = {
-    "IOB1": _iob1_follows, "IOB2": _iob2_follows, "BIOES": _bioes_follows,
-}  # fmt: skip
-
-
 def may_follow(prev: Part | None, cur: Part | None, scheme: str) -> bool:
     """Whether tag part ``cur`` may follow ``prev`` in a well-formed sequence (None: the sentence boundary)."""
-    return _FOLLOWS[normalize_scheme(scheme)](prev, cur)
+    return scheme_of(scheme).follows(prev, cur)

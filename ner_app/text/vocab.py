@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ner_app.text.tags import scheme_tags, split_tag
+from ner_app.text.tags import entity_types, scheme_tags
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -117,5 +117,4 @@ def build_tag_vocab(tag_sequences: Iterable[Sequence[str]], scheme: str) -> Voca
     All prefixes of the scheme are included even when a combination never occurs in training (no B-PER in
     CoNLL-2003 IOB1 train, for instance), so any valid sequence of the scheme can be encoded.
     """
-    types = {split_tag(tag)[1] for tags in tag_sequences for tag in tags if tag != "O"}
-    return Vocab(scheme_tags(scheme, types), specials=False)
+    return Vocab(scheme_tags(scheme, entity_types(t for tags in tag_sequences for t in tags)), specials=False)

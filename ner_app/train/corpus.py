@@ -11,7 +11,7 @@ from typing import Any
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
-from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
+from ner_app.text.tags import convert, detect_scheme, entity_types, normalize_scheme, scheme_tags, split_tag
 from ner_app.train.hub import (
     EXAMPLE,
     check_hub_dataset,
@@ -93,7 +93,7 @@ def load_corpus(
             f"has {len(splits['train'].tokens[longest]):,} tokens; training takes sentences of at most "
             f"{MAX_TRAIN_SENTENCE_TOKENS:,} (a sentence's activations are kept for the backward pass): split it"
         )
-    types = {split_tag(t)[1] for tags in splits["train"].tags for t in tags if t != "O"}
+    types = set(entity_types(t for tags in splits["train"].tags for t in tags))
     for name in EVALUATED:
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
@@ -101,7 +101,7 @@ def load_corpus(
     if (
         len(types) > MANY_TYPES
     ):  # a CRF's work grows with the square of its tags: 10,000 types take minutes a batch
-        tags = 1 + len(types) * (4 if scheme == "BIOES" else 2)
+        tags = len(scheme_tags(scheme, types))
         log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
                     "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
     return Corpus(splits, scheme, source_scheme)

@@ -1,7 +1,8 @@
 """``metrics.json``: the scores a training run leaves in its folder, as one typed record.
 
-``train.py`` writes it with ``RunMetrics.write``; ``report`` and ``compare`` read it with ``RunMetrics.read``,
-which checks every value and raises one ``NerAppError`` naming the file and the key. Scores are in percent
+``train.py`` writes it with ``RunMetrics.write``; ``report`` and ``compare`` read it with ``RunMetrics.read``
+(the typed reader of ``ner_app.records``), which checks every value and raises one ``NerAppError`` naming the
+file and the key. Scores are in percent
 (seqeval's default mode, which scores like conlleval). Keys this type does not know are ignored, so records
 written by other versions still read.
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import read_json, write_text
+from ner_app.records import Reader, checked, read_field, read_record
 from ner_app.train.corpus import EVALUATED
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -30,55 +32,62 @@ class MetricsError(NerAppError):
     """A metrics.json that is not the record of a training run, or holds a malformed value."""
 
 
-def _number(value: Any, where: str, low: float = -math.inf, high: float = math.inf) -> float:
-    """``value``, a finite number within [low, high] (an int stays one, so a file reads back as written); a
-    ``MetricsError`` naming ``where`` otherwise."""
+class _MetricsReader(Reader):
+    """metrics.json's wording: ``FILE: dev.per_type.PER.f1: expected ...``; keys of other versions skipped."""
+
+    ignore_unknown = True
+
+    def __init__(self, source: str) -> None:
+        super().__init__(MetricsError, source)
+
+    def error(self, key: str, msg: str) -> NerAppError:
+        return MetricsError(f"{self.source}: {key}: {msg}" if key else f"{self.source}: {msg}")
+
+    def not_a_mapping(self, key: str, value: Any) -> NerAppError:
+        return self.error(key, f"expected a mapping, found {type(value).__name__}")
+
+    def missing(self, key: str, prefix: str, names: Sequence[str], data: Mapping[str, Any]) -> NerAppError:
+        return self.error(key, "missing (expected the scores train.py writes)")
+
+
+def _number(value: Any, key: str, reader: Reader, low: float = -math.inf, high: float = math.inf) -> float:
+    """``value``, a finite number within [low, high] (an int stays one, so a file reads back as written); an
+    error naming ``key`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MetricsError(f"{where}: expected a number, found {value!r:.40}")
+        raise reader.error(key, f"expected a number, found {value!r:.40}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise MetricsError(f"{where}: expected a finite number, found {value!r:.40}")
+        raise reader.error(key, f"expected a finite number, found {value!r:.40}")
     if not low <= value <= high:
         bounds = f">= {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
-        raise MetricsError(f"{where}: expected a number {bounds}, found {value!r:.40}")
+        raise reader.error(key, f"expected a number {bounds}, found {value!r:.40}")
     return value
 
 
-def _count(value: Any, where: str) -> int:
+def _count(value: Any, key: str, reader: Reader) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MetricsError(f"{where}: expected a count (a whole number >= 0), found {value!r:.40}")
+        raise reader.error(key, f"expected a count (a whole number >= 0), found {value!r:.40}")
     return value
 
 
-def _mapping(data: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(data, dict):
-        raise MetricsError(f"{where}: expected a mapping, found {type(data).__name__}")
-    return data
+def _speed(value: Any, key: str, reader: Reader) -> float | None:
+    return None if value is None else _number(value, key, reader, 0.0)
 
 
-def _key(data: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in data:
-        raise MetricsError(f"{where}.{key}: missing (expected the scores train.py writes)")
-    return data[key]
+def _gamma(value: Any, key: str, reader: Reader) -> float:
+    return _number(value, key, reader)
 
 
-def _percent(data: Mapping[str, Any], key: str, where: str) -> float:
-    return _number(_key(data, key, where), f"{where}.{key}", 0.0, 100.0)
+PERCENT = checked(lambda value, key, reader: _number(value, key, reader, 0.0, 100.0))
 
 
 @dataclass(frozen=True)
 class TypeScores:
     """Entity scores of one entity type; ``support``: the gold entities of that type."""
 
-    precision: float
-    recall: float
-    f1: float
-    support: int
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> TypeScores:
-        data = _mapping(data, where)
-        return cls(_percent(data, "precision", where), _percent(data, "recall", where),
-                   _percent(data, "f1", where), _count(_key(data, "support", where), f"{where}.support"))  # fmt: skip
+    precision: float = field(metadata=PERCENT)
+    recall: float = field(metadata=PERCENT)
+    f1: float = field(metadata=PERCENT)
+    support: int = field(metadata=checked(_count))
 
     def to_json(self) -> dict[str, Any]:
         return {"precision": self.precision, "recall": self.recall, "f1": self.f1, "support": self.support}
@@ -86,29 +95,21 @@ class TypeScores:
 
 @dataclass(frozen=True)
 class SplitScores:
-    """Entity scores of one split, overall and per type, and the evaluation's speed (None in older records)."""
+    """Entity scores of one split, overall and per type, and the evaluation's speed (None in older records).
+    F1 comes first: a file is read in field order, and the headline number's error is the one worth reading."""
 
-    precision: float
-    recall: float
-    f1: float
-    per_type: dict[str, TypeScores] = field(default_factory=dict)
-    sentences_per_s: float | None = None
+    f1: float = field(metadata=PERCENT)
+    precision: float = field(metadata=PERCENT)
+    recall: float = field(metadata=PERCENT)
+    per_type: dict[str, TypeScores]
+    sentences_per_s: float | None = field(default=None, metadata=checked(_speed))
 
     @classmethod
     def of(cls, scores: Mapping[str, Any], sentences_per_s: float | None = None) -> SplitScores:
         """From ``text.scores.entity_scores``'s dict (checked like a file's)."""
-        return cls.from_json({**scores, "sentences_per_s": sentences_per_s}, "entity scores")
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> SplitScores:
-        data = _mapping(data, where)
-        f1 = _percent(data, "f1", where)  # the headline number first: its error is the one worth reading
-        precision, recall = _percent(data, "precision", where), _percent(data, "recall", where)
-        types = _mapping(_key(data, "per_type", where), f"{where}.per_type")
-        per_type = {str(t): TypeScores.from_json(v, f"{where}.per_type.{t}") for t, v in types.items()}
-        speed = data.get("sentences_per_s")
-        return cls(precision, recall, f1, per_type,
-                   None if speed is None else _number(speed, f"{where}.sentences_per_s", 0.0))  # fmt: skip
+        return read_record(
+            cls, {**scores, "sentences_per_s": sentences_per_s}, _MetricsReader("entity scores")
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"precision": self.precision, "recall": self.recall, "f1": self.f1,
@@ -121,34 +122,35 @@ class SplitScores:
 MIX_PLACES = ("input", "output")  # where the tagger's k-th mix goes: [x_k; ELMo_k], then [h_k; ELMo_k^task]
 
 
+def _weights(value: Any, key: str, reader: Reader) -> tuple[float, ...]:
+    if not isinstance(value, list) or not value:
+        raise reader.error(key, "expected a list of layer weights")
+    return tuple(_number(w, key, reader, 0.0, 1.0) for w in value)
+
+
+def _place(value: Any, key: str, reader: Reader) -> str | None:
+    if value is not None and value not in MIX_PLACES:
+        raise reader.error(key, f"expected one of {', '.join(MIX_PLACES)}, found {value!r:.40}")
+    return value
+
+
 @dataclass(frozen=True)
 class Mix:
     """One learned ELMo scalar mix: softmax(w) per biLM layer (summing to 1), gamma, and where it enters the
     tagger (``MIX_PLACES``; None in records written before the output mix existed: the input)."""
 
-    softmax_w: tuple[float, ...]
-    gamma: float
-    at: str | None = None
+    softmax_w: tuple[float, ...] = field(metadata=checked(_weights))
+    gamma: float = field(metadata=checked(_gamma))
+    at: str | None = field(default=None, metadata=checked(_place))
 
     @classmethod
     def of(cls, learned: Mapping[str, Any], at: str | None = None) -> Mix:
         """From ``ScalarMix.learned()``'s dict (checked like a file's), placed ``at``."""
-        return cls.from_json({**learned, "at": at}, "ELMo mix")
+        return read_record(cls, {**learned, "at": at}, _MetricsReader("ELMo mix"))
 
     def place(self, index: int) -> str:
         """Where this mix enters the tagger: its own record, else its position."""
         return self.at or (MIX_PLACES[index] if index < len(MIX_PLACES) else f"mix {index}")
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Mix:
-        weights = data.get("softmax_w")
-        if not isinstance(weights, list) or not weights:
-            raise MetricsError(f"{where}.softmax_w: expected a list of layer weights")
-        at = data.get("at")
-        if at is not None and at not in MIX_PLACES:
-            raise MetricsError(f"{where}.at: expected one of {', '.join(MIX_PLACES)}, found {at!r:.40}")
-        return cls(tuple(_number(w, f"{where}.softmax_w", 0.0, 1.0) for w in weights),
-                   _number(data.get("gamma"), f"{where}.gamma"), at)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"softmax_w": list(self.softmax_w), "gamma": self.gamma}
@@ -157,17 +159,17 @@ class Mix:
         return out
 
 
-def _mixes(value: Any, where: str) -> tuple[Mix, ...] | None:
+def _mixes(value: Any, key: str, reader: Reader) -> tuple[Mix, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
-        raise MetricsError(f"{where}: expected a list of {{softmax_w, gamma}} mappings")
-    return tuple(Mix.from_json(m, f"{where}[{k}]") for k, m in enumerate(value))
+        raise reader.error(key, "expected a list of {softmax_w, gamma} mappings")
+    return tuple(read_record(Mix, m, reader, f"{key}[{k}]") for k, m in enumerate(value))
 
 
-def _fingerprint(value: Any, where: str) -> str | None:
+def _fingerprint(value: Any, key: str, reader: Reader) -> str | None:
     if value is not None and not (isinstance(value, str) and _SHA256.fullmatch(value)):
-        raise MetricsError(f"{where}: expected 64 hex digits (a sha256), found {value!r:.40}")
+        raise reader.error(key, f"expected 64 hex digits (a sha256), found {value!r:.40}")
     return value
 
 
@@ -178,8 +180,8 @@ class RunMetrics:
 
     dev: SplitScores
     test: SplitScores
-    elmo_mix: tuple[Mix, ...] | None = None
-    bilm_fingerprint: str | None = None
+    elmo_mix: tuple[Mix, ...] | None = field(default=None, metadata=checked(_mixes))
+    bilm_fingerprint: str | None = field(default=None, metadata=checked(_fingerprint))
 
     def split(self, name: str) -> SplitScores:
         """The scores of ``name`` ("dev" or "test")."""
@@ -193,10 +195,9 @@ class RunMetrics:
             raise MetricsError(
                 f"{where}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
             )
-        mixes = _mixes(data.get("elmo_mix"), f"{where}: elmo_mix")
-        bilm = _fingerprint(data.get("bilm_fingerprint"), f"{where}: bilm_fingerprint")
-        dev, test = (SplitScores.from_json(data[s], f"{where}: {s}") for s in EVALUATED)
-        return cls(dev, test, mixes, bilm)
+        reader = _MetricsReader(where)  # the mixes and the fingerprint first, as the file's layout checks go
+        names = ("elmo_mix", "bilm_fingerprint", *EVALUATED)
+        return cls(**{name: read_field(cls, name, data, reader) for name in names})
 
     @classmethod
     def read(cls, path: str | Path) -> RunMetrics:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import seqeval.scheme
 from seqeval.metrics import classification_report
-from seqeval.scheme import IOB2, IOBES
 
-STRICT_SCHEMES = {"BIO": IOB2, "BIOES": IOBES}
+from ner_app.text.tags import scheme_of
 
 
 def text_report(
@@ -24,12 +24,20 @@ def text_report(
     )
     strict = classification_report(
         [list(t) for t in gold_train_scheme], [list(t) for t in predicted_train_scheme], digits=4,
-        mode="strict", scheme=STRICT_SCHEMES[train_scheme], zero_division=0,
+        mode="strict", scheme=_strict_mode(train_scheme), zero_division=0,
     )  # fmt: skip
     return (
         "seqeval, default mode (conlleval scoring), original tags:\n"
         f"{default}\nseqeval, strict mode, {train_scheme} tags:\n{strict}"
     )
+
+
+def _strict_mode(train_scheme: str) -> type[seqeval.scheme.Token] | Any:
+    """seqeval's scheme class for strict-mode scores in ``train_scheme`` (the tag grammar's record names it)."""
+    name = scheme_of(train_scheme).seqeval
+    if name is None:
+        raise ValueError(f"seqeval has no strict mode for tag scheme {train_scheme!r}")
+    return getattr(seqeval.scheme, name)
 
 
 def percent_table(scores: dict[str, Any]) -> str:

@@ -101,3 +101,38 @@ def test_every_command_of_the_parser_has_a_handler():
 
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(subparsers.choices) == sorted(HANDLERS)
+
+
+def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> None:
+    """The parser names the defaults of predict, evaluate, embed and serve by owner: parsing a command line
+    imports neither torch nor litserve, and each default reads as the owner's value."""
+    import subprocess
+    import sys
+
+    from ner_app.bilm.document import MAX_POSITIONS
+    from ner_app.cli.parser import OwnedNamespace, build_parser
+    from ner_app.serve.embed import EMBED_MAX_TOKENS
+    from ner_app.serve.predictor import PREDICT_MAX_TOKENS
+    from ner_app.serve.server import ServeSpec
+
+    code = (
+        "import sys; from ner_app.cli.parser import OwnedNamespace, build_parser; "
+        "build_parser().parse_args(['serve'], namespace=OwnedNamespace()); "
+        "print('torch' in sys.modules, 'litserve' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+    parser = build_parser()
+    serve = parser.parse_args(["serve"], namespace=OwnedNamespace())
+    spec = ServeSpec(model=None)
+    for key in ("host", "port", "batch_size", "max_batch_size", "batch_timeout"):
+        assert getattr(serve, key) == getattr(spec, key), key
+    predict = parser.parse_args(["predict", "--input", "-"], namespace=OwnedNamespace())
+    assert (predict.batch_size, predict.max_tokens) == (64, PREDICT_MAX_TOKENS)
+    embed = parser.parse_args(["embed", "--input", "a", "--output", "b"], namespace=OwnedNamespace())
+    assert (embed.batch_size, embed.max_tokens, embed.max_stream_positions) == (
+        64,
+        EMBED_MAX_TOKENS,
+        MAX_POSITIONS,
+    )
+    assert parser.parse_args(["serve", "--port", "9000"], namespace=OwnedNamespace()).port == 9000

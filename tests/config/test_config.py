@@ -300,3 +300,50 @@ def test_bad_base_is_one_clear_error(tmp_path: Path, text: str, message: str) ->
     (tmp_path / "self.yaml").write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(tmp_path / "self.yaml")
+
+
+def test_the_key_lists_come_from_field_metadata() -> None:
+    """PATH_KEYS, RESUMABLE_KEYS and OPERATIONAL_KEYS are read from the schema; pinned to what they listed."""
+    from ner_app.config.load import PATH_KEYS
+    from ner_app.report.compare import OPERATIONAL_KEYS
+    from ner_app.runtime.run_dir import RESUMABLE_KEYS
+
+    assert set(PATH_KEYS) == {
+        "output_dir", "data.dir", "data.train", "data.heldout", "data.extra_train", "model.glove",
+        "model.init_weights", "elmo.options", "elmo.weights", "elmo.cache_dir",
+    }  # fmt: skip
+    assert RESUMABLE_KEYS == {
+        "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
+        "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
+        "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
+        "train.log_every_n_steps", "train.val_every_n_steps", "train.patience", "trainer.logger", "train.logger",
+    }  # fmt: skip
+    assert OPERATIONAL_KEYS == {
+        "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
+        "elmo.cache_dir", "data.num_workers", "trainer.logger",
+    }  # fmt: skip
+
+
+def test_the_pretraining_model_section_yields_the_bilm_options() -> None:
+    """BilmModelConfig is a BilmShape: its options are BilmOptions.of it, which builds the biLM directly."""
+    import inspect
+
+    from ner_app.bilm.bilm import BidirectionalLM
+    from ner_app.bilm.options import SHAPE_KEYS, BilmOptions
+
+    cfg = config_from_dict({"model": {"filters": [[1, 4], [2, 8]], "lstm_dim": 16, "projection_dim": 8}},
+                           schema=BilmPretrainConfig)  # fmt: skip
+    options = BilmOptions.of(cfg.model)
+    assert options == BilmOptions.from_dict(options.to_dict()) and options.filters == ((1, 4), (2, 8))
+    assert options == BilmOptions(16, ((1, 4), (2, 8)), 2, "relu", 16, 8, 2, 3.0, 3.0, True)
+    assert BilmOptions() == BilmOptions.of(BilmPretrainConfig().model)  # the defaults: the original ELMo
+    assert set(SHAPE_KEYS) <= set(inspect.signature(BidirectionalLM).parameters)
+    assert BilmOptions.from_model(options.build()) == options
+
+
+def test_bilm_filters_that_are_not_pairs_are_refused_naming_the_key() -> None:
+    from ner_app.config.checks import check_pretrain_config
+
+    cfg = config_from_dict({"model": {"filters": [[1, 4, 2]]}}, schema=BilmPretrainConfig)
+    with pytest.raises(ConfigError, match=r"^config key 'model.filters' must be \[width, channels\] pairs"):
+        check_pretrain_config(cfg)

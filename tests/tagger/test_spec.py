@@ -87,6 +87,11 @@ def test_an_older_tagger_json_is_read() -> None:
         (lambda d: d.update(vocab=None), "key 'vocab': expected an object"),
         (lambda d: d["vocab"].update(num_trainable_words=10**6), "num_trainable_words is out of range"),
         (lambda d: d.update(max_word_chars=True), "key 'max_word_chars': expected int, found bool"),
+        (lambda d: d.update(scheme="BILOU"), "key 'scheme': expected one of BIO, BIOES, IOB1, found 'BILOU'"),
+        (
+            lambda d: d.update(source_scheme="bio"),
+            "key 'source_scheme': expected one of IOB1, IOB2, BIOES, found 'bio'",
+        ),
     ],
 )
 def test_bad_specs_are_refused_in_one_line(edit, message) -> None:

@@ -103,3 +103,34 @@ def test_round_trips_on_the_real_train_set() -> None:
         assert detect_scheme(converted) == normalize_scheme(target)
         assert [convert(t, target, "IOB1") for t in converted] == tags
     assert sum(len(entities(t, "IOB1")) for t in tags) == 23_499
+
+
+def test_the_scheme_records_give_every_table() -> None:
+    """The training names, seqeval's modes, the tag pattern and data.scheme's choices all come from SCHEMES."""
+    import re
+    import typing
+
+    import seqeval.scheme
+
+    from ner_app.config.schema import DataConfig
+    from ner_app.text.tags import SCHEMES, TAG_PATTERN, TRAINABLE_SCHEMES, TRAINING_SCHEMES, scheme_of
+
+    assert list(SCHEMES) == ["IOB1", "IOB2", "BIOES"]
+    assert TRAINING_SCHEMES == ("BIO", "BIOES", "IOB1") and TRAINABLE_SCHEMES == ("BIO", "BIOES")
+    assert typing.get_args(typing.get_type_hints(DataConfig)["scheme"]) == TRAINABLE_SCHEMES
+    for name in TRAINABLE_SCHEMES:  # every scheme a run trains in is one seqeval scores in strict mode
+        assert issubclass(getattr(seqeval.scheme, str(scheme_of(name).seqeval)), seqeval.scheme.Token)
+    assert {n: scheme_of(n).name for n in ("bio", "IOB2", "iobes", "BIOES", "IOB1")} == {
+        "bio": "IOB2", "IOB2": "IOB2", "iobes": "BIOES", "BIOES": "BIOES", "IOB1": "IOB1"
+    }  # fmt: skip
+    before = re.compile(r"O|[BIES]-\S+")  # the hand-written pattern the records replace
+    for text in ("O", "B-PER", "I-X", "E-MISC", "S-A-B", "L-PER", "B-", "b-PER", "OO", "U-X", "B-P R"):
+        assert (TAG_PATTERN.fullmatch(text) is None) == (before.fullmatch(text) is None), text
+
+
+def test_entity_types_are_read_from_tags_of_any_scheme() -> None:
+    from ner_app.text.tags import entity_types
+
+    assert entity_types(["O", "B-PER", "I-PER", "S-LOC", "E-MISC", "I-ORG"]) == ["LOC", "MISC", "ORG", "PER"]
+    assert entity_types(["<pad>", "<unk>", "O"]) == []  # a vocabulary's specials are no types
+    assert entity_types(scheme_tags("BIOES", ["b", "a"])) == ["a", "b"]
