@@ -3,6 +3,7 @@ exit code 2, nothing written or lost."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from ner_app.cli.commands import main
@@ -28,7 +29,7 @@ def test_predictions_into_a_folder_is_one_line(trained: Path, tmp_path: Path, ca
 
 def test_input_folder_and_model_file_are_one_line(trained: Path, tmp_path: Path, capsys) -> None:
     assert main(["evaluate", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, f"--input {tmp_path}: not a file (expected a CoNLL file with gold tags)")
+    one_error_line(capsys, f"--input {tmp_path}: not a regular file (expected a CoNLL file with gold tags)")
     assert main(["evaluate", "--model", str(TINY / "valid.txt"), "--input", str(TINY / "valid.txt")]) == 2
     one_error_line(capsys, "not a folder (expected an export directory)")
 
@@ -50,3 +51,58 @@ def test_export_needs_a_checkpoint_or_onnx(trained: Path, tmp_path: Path, capsys
     assert main(["export", "--model", str(trained / "export"), "--output", str(tmp_path / "out")]) == 2
     one_error_line(capsys, "export: give --checkpoint CKPT, or --onnx")
     assert not (tmp_path / "out").exists()
+
+
+def _evaluate(trained: Path, predictions: Path | str) -> list[str]:
+    return ["evaluate", "--model", str(trained / "export"), "--input", str(TINY / "valid.txt"),
+            "--predictions", str(predictions)]  # fmt: skip
+
+
+def test_predictions_write_through_a_character_device_and_never_replace_it(
+    trained: Path, devices: dict[str, Path], capsys
+) -> None:
+    """mknod nodes in tmp_path stand for /dev/null and /dev/full: a write goes into them, never a rename."""
+    assert main(_evaluate(trained, devices["null"])) == 0
+    assert stat.S_ISCHR(devices["null"].lstat().st_mode)
+    assert "wrote" in capsys.readouterr().err
+    assert main(_evaluate(trained, devices["full"])) == 2
+    one_error_line(capsys, str(devices["full"]), "No space left on device")
+    assert stat.S_ISCHR(devices["full"].lstat().st_mode)
+    assert sorted(p.name for p in devices["null"].parent.iterdir()) == ["full", "null"]
+
+
+def test_predictions_into_a_fifo_reach_its_reader(
+    trained: Path, fifo: Path, fifo_reader, unblock, capsys
+) -> None:
+    reader = fifo_reader(fifo)
+    assert main(_evaluate(trained, fifo)) == 0
+    data = reader.bytes()
+    assert data.startswith(b"Alice I-PER ") and data.count(b"\n") == 39  # 34 tokens, 5 sentences
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and list(fifo.parent.iterdir()) == [fifo]
+
+
+def test_predictions_into_a_fifo_without_a_reader_is_one_line(
+    trained: Path, fifo: Path, unblock, capsys
+) -> None:
+    unblock(fifo, 60)  # on a blocking open, the test fails after a minute instead of hanging
+    assert main(_evaluate(trained, fifo)) == 2
+    one_error_line(capsys, f"{fifo}: a FIFO that no process is reading; start its reader first")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and list(fifo.parent.iterdir()) == [fifo]
+
+
+def test_predictions_dash_and_a_link_to_dev_stdout_are_standard_output(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    """``-`` is standard output (the scores then go to stderr); a symlink to /dev/stdout is written through and
+    stays a symlink (it was replaced by a regular file)."""
+    assert main(_evaluate(trained, "-")) == 0
+    out, err = capsys.readouterr()
+    first = "Alice I-PER "
+    assert out.startswith(first) and "| **all** |" not in out
+    assert "| **all** |" in err and "wrote standard output" in err
+    link = tmp_path / "out"
+    link.symlink_to("/dev/stdout")
+    assert main(_evaluate(trained, link)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(first) and "| **all** |" in err
+    assert link.is_symlink() and list(tmp_path.iterdir()) == [link]
