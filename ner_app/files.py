@@ -307,6 +307,13 @@ def atomic_folder(target: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def canonical_sha256(value: Any) -> str:
+    """sha256 of a JSON value in one canonical spelling (sorted keys, no spaces): a checksum of a JSON file's
+    content that survives reformatting but no change of a value."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def sha256_file(path: str | Path, algorithm: str = "sha256") -> str:
     """Hex digest of a file's bytes, read in bounded chunks."""
     digest = hashlib.new(algorithm)

@@ -3,7 +3,9 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -243,3 +245,31 @@ def test_cache_fill_on_a_full_disk_is_one_line(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert "cannot write the ELMo layer cache" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_base_that_is_not_a_config_is_one_line(tmp_path, capsys, unblock):
+    """``base: ../../etc/passwd`` (a text file that is no YAML mapping), an empty file, a folder, a FIFO and a
+    character device are each named for what they are; none is taken as an empty config."""
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n")
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    os.mknod(devices / "zero", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers, made here
+    cases = {
+        "passwd": "is not a config (expected a YAML mapping of keys, found a str)",
+        "empty.yaml": "is not a config (expected a YAML mapping of keys, found nothing)",
+        "folder": "is a folder, expected a YAML config file",
+        "fifo": "is a FIFO, expected a YAML config file",
+        "dev/zero": "is a character device, expected a YAML config file",
+    }
+    for base, message in cases.items():
+        config = tmp_path / "run.yaml"
+        config.write_text(f"base: {base}\nseed: 3\n")
+        with pytest.raises(ConfigError) as refused:
+            load_config(config)
+        assert f"run.yaml: key 'base': {tmp_path / base} {message}" in str(refused.value)
+    unblock(tmp_path / "fifo", 60)  # a read of the FIFO would fail the test after a minute, not hang it
+    assert train.main(["--config", str(tmp_path / "fifo")]) == 2  # the config itself: named, never read
+    one_error_line(capsys, "fifo: is a FIFO, expected a YAML config file")
