@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
+from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
 from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
@@ -87,11 +87,18 @@ def load_corpus(
     for name in EVALUATED:
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
-            raise NerAppError(f"{name} has tags whose entity types never occur in train: {sorted(unseen)}")
+            shown = ", ".join(repr(t[:40]) for t in sorted(unseen)[:5]) + (", ..." if len(unseen) > 5 else "")
+            raise NerAppError(f"{name} has tags whose entity types never occur in train: [{shown}]")
+    tags = 1 + len(types) * (4 if scheme == "BIOES" else 2)
     if (
-        len(types) > MANY_TYPES
+        len(types) > MAX_ENTITY_TYPES
     ):  # a CRF's work grows with the square of its tags: 10,000 types take minutes a batch
-        tags = 1 + len(types) * (4 if scheme == "BIOES" else 2)
+        examples = ", ".join(t[:20] for t in sorted(types)[:3])  # names from the data: bounded
+        raise NerAppError(
+            f"train has {len(types):,} entity types ({examples}, ...; {tags:,} tags), more than the {MAX_ENTITY_TYPES:,} "
+            "a CRF tagger trains in reasonable time; is the last column of the files the NER tag?"
+        )
+    if len(types) > MANY_TYPES:
         log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
                     "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
     return Corpus(splits, scheme, source_scheme)
@@ -129,7 +136,7 @@ def load_local_splits(data_dir: str) -> Any:
     out = {}
     for name in _FILE_SPLITS.values():
         path = os.path.join(data_dir, f"{name}.txt")
-        if not os.path.isfile(path):
+        if not os.path.exists(path):  # a folder, a FIFO or a device: read_conll names it as such
             raise MissingFileError(
                 f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
             )

@@ -3,6 +3,7 @@ exit code 2, nothing written or lost."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -106,3 +107,23 @@ def test_predictions_dash_and_a_link_to_dev_stdout_are_standard_output(
     out, err = capsys.readouterr()
     assert out.startswith(first) and "| **all** |" in err
     assert link.is_symlink() and list(tmp_path.iterdir()) == [link]
+
+
+def test_a_gold_file_that_is_a_fifo_or_a_device_is_one_line(
+    trained: Path, fifo: Path, devices, unblock, capsys
+) -> None:
+    """A FIFO blocked forever and /dev/zero (here a mknod node with its numbers) filled the memory."""
+    zero = devices["null"].parent / "zero"
+    os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    unblock(fifo, 60)  # a blocking read fails the test after a minute instead of hanging it
+    for gold in (fifo, zero):
+        assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
+        one_error_line(capsys, f"--input {gold}: not a regular file (expected a CoNLL file with gold tags)")
+
+
+def test_a_10_mb_gold_line_is_named_not_pasted(trained: Path, tmp_path: Path, capsys) -> None:
+    gold = tmp_path / "gold.conll"
+    gold.write_text("EU B-ORG\n" + "y" * 10_000_000 + "\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
+    line = one_error_line(capsys, "gold.conll:2: expected 2 columns", "(10,000,000 characters)")
+    assert len(line) < 400 and not (tmp_path / "predictions").exists()

@@ -189,7 +189,8 @@ def test_bom_before_docstart_is_not_a_sentence(tmp_path):
 
 
 @pytest.mark.parametrize("override", ["data.max_sentences=-1", "trainer.patience=-1", "trainer.max_epochs=0",
-                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5"])  # fmt: skip
+                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5",
+                                      "seed=18446744073709551616", "seed=-1"])  # fmt: skip
 def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
     assert train.main(train_args(tmp_path / "run", override)) == 2
     one_error_line(capsys, f"'{override.split('=')[0]}'")

@@ -249,3 +249,47 @@ def test_a_training_sentence_longer_than_the_limit_is_one_line(tmp_path, capsys)
     assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
     one_error_line(capsys, f"has {MAX_TRAIN_SENTENCE_TOKENS + 1:,} tokens; training takes sentences of at most "
                    f"{MAX_TRAIN_SENTENCE_TOKENS:,}", "train sentence 6 (document 1)")  # fmt: skip
+
+
+def test_a_10_mb_line_is_named_not_pasted(tmp_path, capsys):
+    """A one-column line of 10 MB: the error quotes 80 characters of it and its length (training and evaluate
+    share the reader)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    tiny = (TINY / "train.txt").read_text(encoding="utf-8")
+    (data / "train.txt").write_text(tiny + "\n" + "x" * 10_000_000 + "\n", encoding="utf-8")
+    for name in ("valid.txt", "test.txt"):
+        (data / name).write_text(tiny, encoding="utf-8")
+    assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
+    line = one_error_line(capsys, "train.txt:", "expected 4 columns", "(10,000,000 characters)")
+    assert len(line) < 400
+
+
+def test_ten_thousand_entity_types_are_refused_in_one_line(tmp_path):
+    """Beyond ``MAX_ENTITY_TYPES`` (documented in docs/data.md) the corpus is refused before a 40,001-tag CRF
+    is built; 60 types still train, with a warning (tests/train/test_datamodule.py)."""
+    from ner_app.errors import NerAppError
+    from ner_app.limits import MAX_ENTITY_TYPES
+    from ner_app.train.corpus import load_corpus
+
+    rows = "\n\n".join(f"w{i} B-T{i}" for i in range(10_000)) + "\n"
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text(rows)
+    with pytest.raises(NerAppError) as refused:
+        load_corpus(str(tmp_path), None, "BIOES")
+    message = str(refused.value)
+    assert (
+        f"train has 10,000 entity types (T0, T1, T10, ...; 40,001 tags), more than the {MAX_ENTITY_TYPES:,}"
+        in message
+    )
+
+
+def test_a_training_file_that_is_a_fifo_is_one_line(tmp_path, capsys, unblock):
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "train.txt")
+    for name in ("valid.txt", "test.txt"):
+        (data / name).write_text((TINY / name).read_text(encoding="utf-8"), encoding="utf-8")
+    unblock(data / "train.txt", 60)  # a blocking read fails the test after a minute instead of hanging it
+    assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
+    one_error_line(capsys, "train.txt: not a regular file (a FIFO, device or socket); expected a CoNLL file")
