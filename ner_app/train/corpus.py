@@ -62,7 +62,7 @@ def load_corpus(
         )
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
-    raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir))
+    raw = load_hub_dataset(hub_name, data_dir) if hub_name else load_folder(str(data_dir))
     source_scheme = detect_scheme(raw["train"]["tags"])
     splits = {}
     for name in SPLITS:

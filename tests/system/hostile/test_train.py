@@ -274,3 +274,13 @@ def test_a_base_that_is_not_a_config_is_one_line(tmp_path, capsys, unblock):
     unblock(tmp_path / "fifo", 60)  # a read of the FIFO would fail the test after a minute, not hang it
     assert train.main(["--config", str(tmp_path / "fifo")]) == 2  # the config itself: named, never read
     one_error_line(capsys, "fifo: is a FIFO, expected a YAML config file")
+
+
+def test_a_file_where_the_tensorboard_logs_go_is_one_line(tmp_path, capsys):
+    (tmp_path / "run" / "logs").mkdir(parents=True)
+    (tmp_path / "run" / "logs" / "tensorboard").write_text("my notes\n")
+    assert train.main(train_args(tmp_path / "run", "trainer.logger=tensorboard")) == 2
+    one_error_line(
+        capsys, "logs/tensorboard: is a file, expected the folder where the run writes its tensorboard"
+    )
+    assert (tmp_path / "run" / "logs" / "tensorboard").read_text() == "my notes\n"

@@ -114,7 +114,12 @@ def test_hub_offline_and_not_cached_is_one_line(tmp_path, capsys, monkeypatch):
     line = hub_run(
         tmp_path, capsys, "lhoestq/conll2003", "dataset 'lhoestq/conll2003' is not in the datasets cache"
     )
-    assert "(HF_HUB_OFFLINE=1)" in line and "set data.dir" in line and line.endswith("(docs/data.md)")
+    # train_args sets data.dir too: the advice is to let it be used, not to set it
+    assert "(HF_HUB_OFFLINE=1)" in line and f"set data.hub_name=null to train on data.dir ({TINY})" in line
+    assert "set data.dir to" not in line
+    assert train.main(train_args(tmp_path / "run2", "data.hub_name=lhoestq/conll2003", "data.dir=null")) == 2
+    line = one_error_line(capsys, "(HF_HUB_OFFLINE=1)", "set data.dir to a folder with train.txt")
+    assert line.endswith("(docs/data.md)")
 
 
 def test_unreachable_hub_is_one_line(tmp_path, capsys, monkeypatch, closed_port):
@@ -182,8 +187,12 @@ def tokens_and(tags_column: str, tags: list) -> dict[str, list]:
             {"train": tokens_and("ner_tags", [[1, 0], [0, -1]]), "labels": ["O", "B-PER", "B-LOC"]},
             "split train row 1: expected label numbers 0 to 2, found -1",
         ),
+        (
+            {"train": {"tokens": [[1, 2], [3, 4]], "ner_tags": [["B-PER", "O"], ["O", "B-LOC"]]}},
+            "split train: column 'tokens' holds Value('int64'), expected lists of token strings",
+        ),
     ],
-    ids=["no-ner_tags", "numbers-without-names", "lengths", "bad-tag", "no-label"],
+    ids=["no-ner_tags", "numbers-without-names", "lengths", "bad-tag", "no-label", "integer-tokens"],
 )
 def test_a_dataset_with_a_wrong_column_is_one_line(tmp_path, capsys, splits, message):
     import datasets
@@ -293,3 +302,28 @@ def test_a_training_file_that_is_a_fifo_is_one_line(tmp_path, capsys, unblock):
     unblock(data / "train.txt", 60)  # a blocking read fails the test after a minute instead of hanging it
     assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
     one_error_line(capsys, "train.txt: not a regular file (a FIFO, device or socket); expected a CoNLL file")
+
+
+@pytest.mark.parametrize("case", ["empty file", "no rows"])
+def test_an_empty_parquet_file_is_named(tmp_path, capsys, case):
+    """`datasets` says "An error occurred while generating the dataset" of a 0-byte file and "Instruction
+    'test' corresponds to no data!" of a file without rows: each is now named with what was expected."""
+    import datasets
+
+    good = tokens_and("ner_tags", [["B-PER", "O"], ["O", "B-LOC"]])
+    (tmp_path / "pq").mkdir()
+    for split in ("train", "validation"):
+        dataset(good).to_parquet(str(tmp_path / "pq" / f"{split}.parquet"))
+    test = tmp_path / "pq" / "test.parquet"
+    if case == "empty file":
+        test.write_bytes(b"")
+    else:
+        strings = datasets.Sequence(datasets.Value("string"))
+        dataset({"tokens": [], "ner_tags": []}, {"tokens": strings, "ner_tags": strings}).to_parquet(
+            str(test)
+        )
+    assert train.main(train_args(tmp_path / "run", f"data.dir={tmp_path / 'pq'}")) == 2
+    expected = (
+        "empty (0 bytes), expected a parquet file" if case == "empty file" else "a parquet file without rows"
+    )
+    one_error_line(capsys, f"{test}: {expected}")
