@@ -3,6 +3,7 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -284,3 +285,32 @@ def test_a_file_where_the_tensorboard_logs_go_is_one_line(tmp_path, capsys):
         capsys, "logs/tensorboard: is a file, expected the folder where the run writes its tensorboard"
     )
     assert (tmp_path / "run" / "logs" / "tensorboard").read_text() == "my notes\n"
+
+
+def test_a_full_disk_at_report_time_is_one_warning_line(trained, small_disk, caplog, capsys):
+    """train.py draws report.html last; on a full disk (a real tmpfs, filled) that step warns in one line
+    without a traceback (the run's results are on disk), and ``report`` itself is one error line, exit 2."""
+    import logging
+
+    from ner_app.report.run_report import report_after_training
+
+    run = small_disk / "run"
+    run.mkdir()
+    for entry in trained.iterdir():  # the run's files stay where they are: only report.html goes on the disk
+        if entry.name != "report.html":
+            (run / entry.name).symlink_to(entry)
+    fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):  # until ENOSPC: the disk is full
+            pass
+    except OSError as err:
+        assert err.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    with caplog.at_level(logging.WARNING, logger="ner_app"):
+        assert report_after_training(run) is None
+    [record] = [r for r in caplog.records if "report.html not written" in r.getMessage()]
+    assert not record.exc_info and "No space left on device" in record.getMessage()  # no traceback
+    assert main(["report", str(run)]) == 2
+    one_error_line(capsys, "report.html: cannot write (No space left on device)")
+    assert sorted(p.name for p in run.iterdir() if not p.is_symlink()) == []
