@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="read raw text and tokenise each line as predict does; each dataset gets 'tokens' and 'offsets' "
         "attributes (JSON)",
     )  # fmt: skip
-    embed.add_argument("--output", required=True, help="output hdf5 file")
+    embed.add_argument("--output", required=True, help="output hdf5 file (- for standard output)")
     embed.add_argument("--batch-size", type=positive_int, default=64)
     embed.add_argument(
         "--max-tokens", type=positive_int, default=8192, metavar="N",
@@ -165,7 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON (for scripts)")
-    evaluate.add_argument("--predictions", metavar="FILE", help="also write token gold predicted lines here")
+    evaluate.add_argument(
+        "--predictions",
+        metavar="FILE",
+        help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
+    )
     evaluate.add_argument("--batch-size", type=positive_int, default=64)
     evaluate.add_argument(
         "--max-tokens", type=positive_int, default=16384, metavar="N",
@@ -185,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
         "parts (docs/reports.md).",
     )
     compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
-    compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
+    compare.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the tables and a chart to one HTML file (- for standard output)",
+    )
     compare.add_argument(
         "--json", action="store_true",
         help="print the comparison as one JSON document instead of the tables (keys: docs/reports.md)",
@@ -218,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ppl.add_argument("--max-sentences", type=positive_int, help="only the first N sentences of each file")
     ppl.add_argument("--threads", type=positive_int, help="torch CPU threads")
-    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for standard output)")
 
     report = commands.add_parser(
         "report",
@@ -227,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         "of a train.py run folder and writes one HTML file with its images embedded (docs/reports.md).",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
-    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
+    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html; - for standard output)")
 
     from ner_app.serve.download import DEFAULT_BASE_URL, MODELS  # no torch at import: cheap for every command
 
