@@ -3,6 +3,7 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -137,17 +138,19 @@ def onnx_folder(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 def _tampered(onnx_folder: Path, tmp_path: Path, edit, resum: bool) -> Path:
     """A copy of the ONNX export whose manifest ``edit`` changed; with ``resum`` a forger also recomputed every
-    checksum (the files' and the manifest's own)."""
-    from ner_app.files import canonical_sha256, sha256_file
+    checksum (the files' and the manifest's own: sha256 of the other keys as sorted, compact JSON)."""
 
     copy = tmp_path / "onnx"
     shutil.copytree(onnx_folder, copy)
     manifest = json.loads((copy / "onnx.json").read_text())
     edit(manifest, copy)
     if resum:
-        manifest["sha256"] = {name: sha256_file(copy / name) for name in manifest["sha256"]}
+        manifest["sha256"] = {
+            name: hashlib.sha256((copy / name).read_bytes()).hexdigest() for name in manifest["sha256"]
+        }
         body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
-        manifest["manifest_sha256"] = canonical_sha256(body)
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        manifest["manifest_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
     (copy / "onnx.json").write_text(json.dumps(manifest))
     return copy
 
