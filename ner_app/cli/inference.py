@@ -145,8 +145,14 @@ def evaluate(args: argparse.Namespace) -> int:
 
     _set_threads(args)
     check_device(args.device)
-    if not Path(args.input).is_file():  # also a FIFO or a device: a gold file is read whole, so it must end
-        raise NerAppError(f"--input {args.input}: not a regular file (expected a CoNLL file with gold tags)")
+    if Path(args.input).is_dir() or not Path(args.input).exists():
+        raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
+    if not Path(
+        args.input
+    ).is_file():  # a gold file is read whole: a FIFO may never end, /dev/zero never does
+        raise NerAppError(
+            f"--input {args.input}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
+        )
     if args.predictions is not None:
         out = Path(args.predictions)
         if out.is_dir():

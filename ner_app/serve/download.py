@@ -304,6 +304,8 @@ def download_elmo(name: str, output: str | Path, base_url: str = DEFAULT_BASE_UR
     if urlsplit(base_url).scheme not in ("http", "https"):
         raise NerAppError(f"--base-url {base_url}: expected an http:// or https:// address")
     model, folder = MODELS[name], Path(output)
+    if str(output) == "-":
+        raise NerAppError("--output -: the download is a folder of two files, and standard output is not one")
     if folder.exists() and not folder.is_dir():
         raise NerAppError(f"--output {folder}: is a file, expected a folder")
     created = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first

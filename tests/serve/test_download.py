@@ -315,6 +315,14 @@ def test_a_slow_server_is_not_called_a_broken_connection(site, tmp_path: Path, c
     assert "connection broke" not in line
 
 
+def test_output_dash_is_refused_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``-`` means standard output wherever an output path is taken; a folder output cannot be one."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--output", "-", "--base-url", "http://127.0.0.1:9")
+    assert code == 2 and "--output -: the download is a folder" in one_error_line_of(err)
+    assert list(tmp_path.iterdir()) == []
+
+
 def one_error_line_of(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, lines

@@ -30,7 +30,7 @@ def test_predictions_into_a_folder_is_one_line(trained: Path, tmp_path: Path, ca
 
 def test_input_folder_and_model_file_are_one_line(trained: Path, tmp_path: Path, capsys) -> None:
     assert main(["evaluate", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, f"--input {tmp_path}: not a regular file (expected a CoNLL file with gold tags)")
+    one_error_line(capsys, f"--input {tmp_path}: not a file (expected a CoNLL file with gold tags)")
     assert main(["evaluate", "--model", str(TINY / "valid.txt"), "--input", str(TINY / "valid.txt")]) == 2
     one_error_line(capsys, "not a folder (expected an export directory)")
 
@@ -118,7 +118,9 @@ def test_a_gold_file_that_is_a_fifo_or_a_device_is_one_line(
     unblock(fifo, 60)  # a blocking read fails the test after a minute instead of hanging it
     for gold in (fifo, zero):
         assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
-        one_error_line(capsys, f"--input {gold}: not a regular file (expected a CoNLL file with gold tags)")
+        one_error_line(
+            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a CoNLL file"
+        )
 
 
 def test_a_10_mb_gold_line_is_named_not_pasted(trained: Path, tmp_path: Path, capsys) -> None:

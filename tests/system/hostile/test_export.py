@@ -212,3 +212,12 @@ def test_an_onnx_manifest_without_its_checksum_is_refused(onnx_folder: Path, tmp
     assert OnnxPredictor(onnx_folder).tag([["Alice", "met", "Bob"]])[0][
         0
     ]  # the untouched export loads and tags
+
+
+def test_export_output_dash_is_refused_in_one_line(trained, tmp_path, capsys, monkeypatch):
+    """``-`` means standard output wherever an output path is taken; an export is a folder, so it is refused
+    (it made a folder named ``-``)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--checkpoint", str(trained / "checkpoints" / "best.ckpt"), "--output", "-"]) == 2
+    one_error_line(capsys, "-: this output is a folder, and standard output is not one")
+    assert list(tmp_path.iterdir()) == []
