@@ -109,12 +109,8 @@ def output_target(path: str | Path) -> tuple[str, Path]:
     if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
         return "through", path
     if mode is not None and not stat.S_ISREG(mode):
-        kind = (
-            "a block device"
-            if stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a special file"
+        kind = {stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}.get(
+            stat.S_IFMT(mode), "a special file"
         )
         raise OutputPathError(f"{path}: is {kind}; expected a regular file, a character device, a FIFO or -")
     where = Path(os.path.realpath(path)) if path.is_symlink() else path
@@ -187,8 +183,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
                     _copy_into(Path(tmp), target)
             else:
                 stream = sys.stdout if kind == "stdout" else sys.stderr
-                stream.flush()
-                _copy_into(Path(tmp), stream.buffer)
+                stream.flush()  # what was printed before comes first
+                binary = getattr(stream, "buffer", None)  # a text stream without one: the descriptor itself
+                if binary is not None:
+                    _copy_into(Path(tmp), binary)
+                else:
+                    with open(os.dup(1 if kind == "stdout" else 2), "wb") as raw:
+                        _copy_into(Path(tmp), raw)
         except OSError as err:
             if err.filename is None or err.filename == tmp:
                 err.filename = os.fspath(path)

@@ -146,7 +146,7 @@ def _report(args: argparse.Namespace) -> int:
     if not Path(args.run_dir).is_dir():  # also a symlink loop, which resolve() would raise on
         raise NerAppError(f"{args.run_dir}: not a folder (expected a run folder written by train.py)")
     out = write_report(args.run_dir, args.output)
-    print(f"wrote {out}", file=sys.stderr)
+    print(f"wrote {'the report to standard output' if str(out) == '-' else out}", file=sys.stderr)
     return 0
 
 

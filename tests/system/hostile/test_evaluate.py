@@ -129,3 +129,19 @@ def test_a_10_mb_gold_line_is_named_not_pasted(trained: Path, tmp_path: Path, ca
     assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
     line = one_error_line(capsys, "gold.conll:2: expected 2 columns", "(10,000,000 characters)")
     assert len(line) < 400 and not (tmp_path / "predictions").exists()
+
+
+def test_predictions_onto_a_block_device_or_a_socket_are_refused_before_the_work(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    """Never written into, never renamed over: a block node made here (a loop device's numbers) and a socket."""
+    import socket
+
+    block = tmp_path / "disk"
+    os.mknod(block, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock"))
+        for target, kind in ((block, "a block device"), (tmp_path / "sock", "a socket")):
+            assert main(_evaluate(trained, target)) == 2
+            one_error_line(capsys, f"--predictions {target}: is {kind}; expected a regular file")
+        assert stat.S_ISBLK(block.lstat().st_mode) and stat.S_ISSOCK((tmp_path / "sock").lstat().st_mode)
