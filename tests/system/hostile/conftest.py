@@ -1,4 +1,5 @@
-"""Fixtures of the hostile-input modules: one tiny trained run, and a real small filesystem."""
+"""Fixtures of the hostile-input modules: one tiny trained run, a real small filesystem, and special files
+(character devices made with mknod and FIFOs, all inside the test's temporary folder, never the machine's /dev)."""
 
 from __future__ import annotations
 
