@@ -82,7 +82,9 @@ def test_report_and_compare_pages_write_through_special_files(
     capsys.readouterr()
     assert main(["report", str(trained), "--output", "-"]) == 0
     assert capsys.readouterr().out.lower().startswith("<!doctype html")
-    assert main(["compare", str(trained), "--html", "-"]) == 0  # stdout holds the page alone, tables on stderr
+    assert (
+        main(["compare", str(trained), "--html", "-"]) == 0
+    )  # stdout holds the page alone, tables on stderr
     out, err = capsys.readouterr()
     assert out.lower().startswith("<!doctype html") and out.rstrip().endswith("</html>") and "| F1" not in out
     assert "|---" in err
