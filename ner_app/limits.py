@@ -14,6 +14,8 @@ from ner_app.errors import NerAppError
 MAX_DIM = 1 << 16  # any hidden, projection, embedding or filter size
 MAX_LAYERS = 64  # LSTM layers, highway layers
 MAX_VOCAB = 1 << 24  # entries of any vocabulary
+MAX_ENTITY_TYPES = 1_000  # a 4,001-tag CRF (BIOES): its work grows with the square of the tags
+MAX_RNG_SEED = (1 << 32) - 1  # numpy's seeds are 32-bit: the largest seed a run can use
 MAX_CHAR_WIDTH = 64  # char-CNN kernel width
 MAX_CHAR_ID = 1 << 20  # characters of the char embedding (the biLM's is 261)
 MAX_CONFIG_NODES = 100_000  # YAML nodes a config may expand to (aliases included)

@@ -73,20 +73,29 @@ def _train_once(cfg: Any, resume: bool) -> int:
     return 0
 
 
+def _is_stdout(path: str) -> bool:
+    """Whether an output path is this process's standard output (``-``, /dev/stdout, a link to it)."""
+    from ner_app.files import output_target
+
+    return output_target(path)[0] == "stdout"
+
+
 def _compare(args: argparse.Namespace) -> int:
     from ner_app.report.compare import group_runs, read_runs
     from ner_app.report.compare_tables import compare_tables, markdown, narrow
 
     groups = group_runs(read_runs(args.runs))
     tables = narrow(compare_tables(groups))  # wide tables cut into parts that fit a terminal and the page
+    # with --html -, standard output holds the page alone and the tables (or JSON) go to stderr
+    shown = sys.stderr if args.html and _is_stdout(args.html) else sys.stdout
     if args.json:
         import json
 
         from ner_app.report.compare_json import compare_json
 
-        print(json.dumps(compare_json(groups), indent=2, ensure_ascii=False, allow_nan=False))
+        print(json.dumps(compare_json(groups), indent=2, ensure_ascii=False, allow_nan=False), file=shown)
     else:
-        print(markdown(tables), end="")
+        print(markdown(tables), end="", file=shown)
     if args.html:
         from ner_app.files import write_text
         from ner_app.report.compare_html import compare_html
@@ -133,12 +142,18 @@ def _bilm_perplexity(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     results = heldout_perplexities(args.run_dir, args.heldout, args.context, args.max_sentences)
-    print("| held-out file | context | sentences | predicted per direction | forward | backward | mean |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    shown = (
+        sys.stderr if args.json and _is_stdout(args.json) else sys.stdout
+    )  # --json -: stdout holds the JSON
+    print(
+        "| held-out file | context | sentences | predicted per direction | forward | backward | mean |",
+        file=shown,
+    )
+    print("|---|---|---:|---:|---:|---:|---:|", file=shown)
     for name, result in results.items():
         for context, r in result["contexts"].items():
             print(f"| {name} | {context} | {result['sentences']:,} | {r['predicted_tokens']:,} | "
-                  f"{r['forward']:.1f} | {r['backward']:.1f} | {r['mean']:.1f} |")  # fmt: skip
+                  f"{r['forward']:.1f} | {r['backward']:.1f} | {r['mean']:.1f} |", file=shown)  # fmt: skip
     if args.json:
         from ner_app.files import atomic_path
 
@@ -153,7 +168,7 @@ def _report(args: argparse.Namespace) -> int:
     if not Path(args.run_dir).is_dir():  # also a symlink loop, which resolve() would raise on
         raise NerAppError(f"{args.run_dir}: not a folder (expected a run folder written by train.py)")
     out = write_report(args.run_dir, args.output)
-    print(f"wrote {out}", file=sys.stderr)
+    print(f"wrote {'the report to standard output' if str(out) == '-' else out}", file=sys.stderr)
     return 0
 
 

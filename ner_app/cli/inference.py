@@ -36,7 +36,9 @@ def _model(args: argparse.Namespace) -> Path:
 
 def embed(args: argparse.Namespace) -> int:
     from ner_app.bilm.weights import load_bilm
+    from ner_app.files import check_output
 
+    check_output(args.output, "--output")  # a folder, a block device, a FIFO nobody reads: before the work
     _set_threads(args)
     check_device(args.device)
     from ner_app.serve.api import SHIPPED_BILM, bilm_files, shipped
@@ -68,7 +70,8 @@ def embed(args: argparse.Namespace) -> int:
                            context=args.context, max_stream_positions=args.max_stream_positions,
                            precision=args.precision, tokenize_lines=args.tokenize,
                            max_tokens=args.max_tokens)  # fmt: skip
-    print(f"wrote {count} sentences to {args.output}", file=sys.stderr)
+    where = "standard output" if args.output == "-" else args.output
+    print(f"wrote {count} sentences to {where}", file=sys.stderr)
     return 0
 
 
@@ -125,6 +128,7 @@ def predict(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     import json
 
+    from ner_app.files import STDOUT, check_output, output_target
     from ner_app.report.formats import FORMATS, Target, write_output
     from ner_app.serve.evaluate import evaluate_file, score_table
     from ner_app.serve.predictor import Predictor
@@ -133,12 +137,22 @@ def evaluate(args: argparse.Namespace) -> int:
     check_device(args.device)
     if Path(args.input).is_dir() or not Path(args.input).exists():
         raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
+    if not Path(
+        args.input
+    ).is_file():  # a gold file is read whole: a FIFO may never end, /dev/zero never does
+        raise NerAppError(
+            f"--input {args.input}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
+        )
     if args.predictions is not None:
         out = Path(args.predictions)
         if out.is_dir():
             raise NerAppError(f"--predictions {out}: is a folder, expected a file name")
-        if out.exists() and out.resolve() == Path(args.input).resolve():
+        if args.predictions != STDOUT and out.exists() and out.resolve() == Path(args.input).resolve():
             raise NerAppError(f"--predictions {out}: is the gold file --input; name another file")
+        check_output(args.predictions, "--predictions")
+    # with --predictions -, standard output holds the predictions alone and the scores go to stderr
+    to_stdout = args.predictions is not None and output_target(args.predictions)[0] == "stdout"
+    scores = sys.stderr if to_stdout else sys.stdout
     model = _model(args)
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
@@ -148,11 +162,13 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         write_output(args.predictions, FORMATS["conll"], items, Target())
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2), file=scores)
     else:
         print(f"{result['file']}: {result['sentences']:,} sentences, {result['tokens']:,} tokens, "
-              f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n")  # fmt: skip
-        print(score_table(result), end="")
+              f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n",
+              file=scores)  # fmt: skip
+        print(score_table(result), end="", file=scores)
     if args.predictions:
-        print(f"wrote {args.predictions} (token gold predicted)", file=sys.stderr)
+        where = "standard output" if to_stdout else args.predictions
+        print(f"wrote {where} (token gold predicted)", file=sys.stderr)
     return 0

@@ -139,7 +139,7 @@ def add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="read raw text and tokenise each line as predict does; each dataset gets 'tokens' and 'offsets' "
         "attributes (JSON)",
     )  # fmt: skip
-    embed.add_argument("--output", required=True, help="output hdf5 file")
+    embed.add_argument("--output", required=True, help="output hdf5 file (- for standard output)")
     embed.add_argument(
         "--batch-size", type=positive_int, default=Owned("ner_app.serve.embed", "embed_file.batch_size"),
         help="sentences per biLM call (default %(default)s)",
@@ -231,7 +231,11 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     )
     evaluate.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON (for scripts)")
-    evaluate.add_argument("--predictions", metavar="FILE", help="also write token gold predicted lines here")
+    evaluate.add_argument(
+        "--predictions",
+        metavar="FILE",
+        help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
+    )
     add_model_arguments(
         evaluate, Owned(PREDICTOR, "Predictor.__init__.batch_size"),
         "padded tokens a batch holds at most, as predict's (default %(default)s)",
@@ -248,7 +252,11 @@ def add_compare_parser(commands: argparse._SubParsersAction) -> None:
         "parts (docs/reports.md).",
     )
     compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="train.py output folders")
-    compare.add_argument("--html", metavar="FILE", help="also write the tables and a chart to one HTML file")
+    compare.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the tables and a chart to one HTML file (- for standard output)",
+    )
     compare.add_argument(
         "--json", action="store_true",
         help="print the comparison as one JSON document instead of the tables (keys: docs/reports.md)",
@@ -285,7 +293,7 @@ def add_bilm_perplexity_parser(commands: argparse._SubParsersAction) -> None:
     )
     ppl.add_argument("--max-sentences", type=positive_int, help="only the first N sentences of each file")
     ppl.add_argument("--threads", type=positive_int, help="torch CPU threads")
-    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ppl.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for standard output)")
 
 
 def add_report_parser(commands: argparse._SubParsersAction) -> None:
@@ -296,7 +304,7 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
         "of a train.py run folder and writes one HTML file with its images embedded (docs/reports.md).",
     )
     report.add_argument("run_dir", metavar="RUN_DIR", help="a train.py output_dir")
-    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
+    report.add_argument("--output", help="the HTML file (default RUN_DIR/report.html; - for standard output)")
 
 
 def add_download_elmo_parser(commands: argparse._SubParsersAction) -> None:

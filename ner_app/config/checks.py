@@ -10,13 +10,14 @@ import math
 from pathlib import Path
 
 from ner_app.config.schema import BilmPretrainConfig, ConfigError, TrainConfig
-from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_VOCAB, check_number, check_size
+from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_RNG_SEED, MAX_VOCAB, check_number, check_size
 
 
 def check_train_config(cfg: TrainConfig) -> None:
     """Values of a ``TrainConfig`` that type checks accept but no run can use."""
     where = "config"
     m, t, d = cfg.model, cfg.trainer, cfg.data
+    check_size(cfg.seed, "seed", where, low=0, high=MAX_RNG_SEED)  # numpy's seeds are 32-bit
     for key in ("word_dim", "char_dim", "char_filters", "lstm_hidden"):
         check_size(getattr(m, key), f"model.{key}", where)
     check_size(m.char_width, "model.char_width", where, high=MAX_CHAR_WIDTH)
@@ -57,6 +58,7 @@ def check_train_config(cfg: TrainConfig) -> None:
 def check_pretrain_config(cfg: BilmPretrainConfig) -> None:
     """Reject values that would only fail deep inside training, naming the key."""
     t, m = cfg.train, cfg.model
+    check_size(cfg.seed, "seed", "config", low=0, high=MAX_RNG_SEED)  # numpy's seeds are 32-bit
     positive = {
         "data.vocab_size": cfg.data.vocab_size - 3, "train.batch_size": t.batch_size,
         "train.unroll_steps": t.unroll_steps, "train.n_negative_samples": t.n_negative_samples,

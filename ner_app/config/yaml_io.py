@@ -5,6 +5,7 @@ extend a ``base:`` config, and a written config reads back exactly."""
 from __future__ import annotations
 
 import re
+import stat
 import typing
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,34 @@ def dump_yaml(data: Any) -> str:
 
 BASE_KEY = "base"  # a config's first key may name another config it extends (a path beside it)
 MAX_BASES = 8  # bases of bases
+MAX_CONFIG_BYTES = 16 << 20  # a config file is a few KiB; this bounds what a mistaken path makes us read
+
+
+def _not_a_config(path: Path) -> str | None:
+    """Why ``path`` cannot be a config file (a folder, a FIFO, a device, missing), or None for a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in kinds.items() if test(mode)), "a special file")
+    return f"is {kind}, expected a YAML config file"
+
+
+def _read_text(path: Path) -> str:
+    with open(path, "rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB, which no config is; not read")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
 
 
 def read_config_file(path: Path, extending: tuple[Path, ...] = ()) -> Any:
@@ -103,10 +132,10 @@ def read_config_file(path: Path, extending: tuple[Path, ...] = ()) -> Any:
     sections merge, other values replace) folded in."""
     if path.is_dir():
         raise ConfigError(f"{path}: is a folder, expected a YAML config file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start + 1} is not UTF-8)") from None
+    problem = _not_a_config(path) if path.exists() else None  # a missing file: the caller's own message
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
+    text = _read_text(path)
     try:
         data = load_bounded_yaml(text, str(path), ConfigLoader, ConfigError)
     except yaml.YAMLError as exc:
@@ -126,10 +155,16 @@ def read_config_file(path: Path, extending: tuple[Path, ...] = ()) -> Any:
         raise ConfigError(f"{path}: key '{BASE_KEY}': {base} extends itself (a cycle of base configs)")
     if len(extending) >= MAX_BASES:
         raise ConfigError(f"{path}: key '{BASE_KEY}': more than {MAX_BASES} configs extend each other")
-    if not base_path.is_file():
-        raise ConfigError(f"{path}: key '{BASE_KEY}': {base_path} does not exist")
+    problem = _not_a_config(base_path)
+    if problem is not None:
+        raise ConfigError(f"{path}: key '{BASE_KEY}': {base_path} {problem}")
     merged = read_config_file(base_path, (*extending, path.resolve()))
-    return _merged(merged if isinstance(merged, dict) else {}, data)
+    if not isinstance(merged, dict):  # a text file that is no config (base: ../../etc/passwd) or an empty one
+        found = "nothing" if merged is None else f"a {type(merged).__name__}"
+        raise ConfigError(
+            f"{path}: key '{BASE_KEY}': {base_path} is not a config (expected a YAML mapping of keys, found {found})"
+        )
+    return _merged(merged, data)
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ner_app.errors import MissingFileError, NerAppError
+from ner_app.errors import DISK_FULL, MissingFileError, NerAppError
 from ner_app.files import write_text
 from ner_app.report import charts, page
 from ner_app.report.error_analysis import (
@@ -254,7 +254,9 @@ def report_after_training(run_dir: Path) -> Path | None:
     try:
         return write_report(run_dir)
     except Exception as err:
+        # a user's mistake or a full disk is the machine's state, not a bug: one line, no traceback
+        known = isinstance(err, NerAppError) or (isinstance(err, OSError) and err.errno in DISK_FULL)
         log.warning("report.html not written (%s: %s); the run's results are intact, retry with "
                     "`python -m ner_app report %s`", type(err).__name__, err, run_dir,
-                    exc_info=not isinstance(err, NerAppError))  # fmt: skip
+                    exc_info=not known)  # fmt: skip
         return None

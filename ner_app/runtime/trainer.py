@@ -102,7 +102,14 @@ def require_logger(name: str, key: str) -> None:
 
 def run_loggers(name: str, run_dir: Path, keep_below: int | None) -> list[Logger]:
     """The run's CSV log ``run_dir/logs/metrics.csv`` (always: the run report reads it), first, so that it is
-    Lightning's ``trainer.logger``; with ``tensorboard`` also TensorBoard event files in ``logs/tensorboard``."""
+    Lightning's ``trainer.logger``; with ``tensorboard`` also TensorBoard event files in ``logs/tensorboard``.
+    A file where one of these folders goes is one line (the OS's own error would be a bare ``[Errno 17]``)."""
+    for folder in (run_dir / "logs", *([run_dir / "logs" / "tensorboard"] if name == "tensorboard" else [])):
+        if folder.exists() and not folder.is_dir():
+            raise NerAppError(
+                f"{folder}: is a file, expected the folder where the run writes its {folder.name}; "
+                "move the file away or choose another output_dir"
+            )
     loggers: list[Logger] = [ResumableCSVLogger(run_dir, "logs", keep_below)]
     if name == "tensorboard":
         loggers.append(

@@ -115,6 +115,19 @@ def _unreachable(url: str, err: URLError | OSError) -> NerAppError:
     return NerAppError(f"{url}: {what}; check the network, or give a reachable mirror with --base-url")
 
 
+def _http_advice(code: int) -> str:
+    """What to do about an HTTP error status, in words."""
+    if code == 404:
+        return "the server has no such file: check --base-url (it must hold FOLDER/FILE as the address shows)"
+    if code in (401, 403):
+        return "the server refuses access to it: use a mirror that serves it with --base-url"
+    if code == 429 or code >= 500:
+        return (
+            "the server is failing or busy: run the same command again later, or use a mirror with --base-url"
+        )
+    return "the server refused the request: check --base-url"
+
+
 def _content_range_total(value: str | None) -> int | None:
     match = re.fullmatch(r"bytes (?:\d+-\d+|\*)/(\d+)", (value or "").strip())
     return int(match.group(1)) if match else None
@@ -157,7 +170,7 @@ def _fetch_once(url: str, part: Path, limit: int) -> tuple[int | None, str | Non
         if err.code == 416 and have:  # a .part longer than the file: start over
             part.unlink()
             return _fetch_once(url, part, limit)
-        raise NerAppError(f"{url}: HTTP {err.code} {err.reason}") from None
+        raise NerAppError(f"{url}: HTTP {err.code} {err.reason}; {_http_advice(err.code)}") from None
     except (URLError, OSError) as err:
         raise _unreachable(url, err) from None
     with response:
@@ -234,8 +247,8 @@ def fetch(url: str, dest: Path, file: PublishedFile, limit: int) -> str:
         except _Interrupted as err:
             if attempt == ATTEMPTS:
                 raise NerAppError(
-                    f"{url}: the connection broke {ATTEMPTS} times (last: {err}); {part} keeps what came, "
-                    "run the same command again to resume"
+                    f"{url}: the download stopped {ATTEMPTS} times, each time resumed (last: {err}); {part} keeps "
+                    "what came, run the same command again to resume"
                 ) from None
             _say(f"{url}: connection lost ({err}); resuming")
             time.sleep(attempt - 1)
@@ -269,13 +282,18 @@ def check_weights(options_path: Path, weights_path: Path, model: ElmoModel, name
         )
 
 
-def _place(part: Path, dest: Path, check: Callable[[], object]) -> None:
-    """Rename ``part`` to ``dest`` if ``check`` (of the part's content) passes; otherwise remove the part."""
+def _place(url: str, part: Path, dest: Path, check: Callable[[], object]) -> None:
+    """Rename ``part`` to ``dest`` if ``check`` (of the part's content) passes; otherwise remove the part. The
+    error names the address the content came from, not the ``.part`` file, which is gone."""
     try:
         check()
     except NerAppError as err:
         part.unlink()
-        raise NerAppError(f"{err} (the download was refused and removed)") from None
+        problem = str(err).removeprefix(str(part)).lstrip(": ")
+        raise NerAppError(
+            f"{url}: what the server sent is not the file expected ({problem}); the download was refused and "
+            "removed: check --base-url"
+        ) from None
     os.replace(part, dest)
 
 
@@ -286,6 +304,8 @@ def download_elmo(name: str, output: str | Path, base_url: str = DEFAULT_BASE_UR
     if urlsplit(base_url).scheme not in ("http", "https"):
         raise NerAppError(f"--base-url {base_url}: expected an http:// or https:// address")
     model, folder = MODELS[name], Path(output)
+    if str(output) == "-":
+        raise NerAppError("--output -: the download is a folder of two files, and standard output is not one")
     if folder.exists() and not folder.is_dir():
         raise NerAppError(f"--output {folder}: is a file, expected a folder")
     created = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
@@ -319,8 +339,8 @@ def _download_into(folder: Path, model: ElmoModel, name: str, base_url: str) -> 
         checked = fetch(url, dest, file, model.max_bytes(file))
         part = dest.with_name(dest.name + ".part")
         if file is model.options:
-            _place(part, dest, partial(check_options, part, model, name))
+            _place(url, part, dest, partial(check_options, part, model, name))
         else:
-            _place(part, dest, partial(check_weights, options_path, part, model, name))
+            _place(url, part, dest, partial(check_weights, options_path, part, model, name))
         _say(f"{dest}: checked {checked}, and its content")
     return options_path.resolve(), weights_path.resolve()

@@ -18,9 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from ner_app.errors import NerAppError
 from ner_app.files import read_json, sha256_file
 from ner_app.serve.onnx_crf import marginals, viterbi
+from ner_app.serve.onnx_manifest import (
+    OnnxModelError,
+    check_checksum,
+    check_crf,
+    check_elmo_chars,
+    check_spec,
+)
 from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
 from ner_app.text.records import TaggedLine
@@ -29,13 +35,6 @@ from ner_app.text.vocab import Vocab
 
 ONNX_FORMAT = "ner_app.onnx/1"  # what tagger/onnx_export.py writes (a test keeps the two equal)
 MAX_MANIFEST_BYTES = 1 << 29  # onnx.json holds the vocabularies, like tagger.json
-# onnx.json's "elmo_chars": how char_mapper.token_to_ids turns a token into the biLM's char ids
-ELMO_CHARS = {"max_chars": int, "begin_word": int, "end_word": int, "pad": int, "shift": int,
-              "bos_token": str, "eos_token": str, "bos": list, "eos": list}  # fmt: skip
-
-
-class OnnxModelError(NerAppError):
-    """A folder that is not a readable ONNX export, or onnxruntime missing."""
 
 
 def _field(data: Any, key: str, kind: type | tuple[type, ...], source: str) -> Any:
@@ -89,6 +88,7 @@ class OnnxPredictor:
                 raise OnnxModelError(f"{path}: {name!r} is not a file name inside the export")
             if not (root / name).is_file() or sha256_file(root / name) != digest:
                 raise OnnxModelError(f"{root / name}: missing or changed after export (sha256 differs)")
+        check_checksum(manifest, str(path))  # the manifest itself: its tags, sizes and char layout
         spec = _field(manifest, "spec", dict, str(path))
         vocab = _field(spec, "vocab", dict, str(path))
         self.words, self.chars = _vocab(vocab, "words", str(path)), _vocab(vocab, "chars", str(path))
@@ -97,6 +97,12 @@ class OnnxPredictor:
             _field(spec, k, str, str(path)) for k in ("scheme", "source_scheme")
         )
         self.max_word_chars: int = _field(spec, "max_word_chars", int, str(path))
+        sizes = spec.get("model")
+        char_width = sizes.get("char_width") if isinstance(sizes, dict) else None
+        tags = vocab["tags"]["tokens"]  # as written: the Vocab drops repeats and adds specials
+        check_spec(tags, self.scheme, self.source_scheme, self.max_word_chars, char_width, str(path))
+        if self.tags.itos != tags:
+            raise OnnxModelError(f"{path}: spec.vocab.tags has specials; export the model again")
         self.batch_size, self.max_tokens = batch_size, max_tokens
         graphs = _field(manifest, "graphs", dict, str(path))
         options = ort.SessionOptions()
@@ -123,9 +129,8 @@ class OnnxPredictor:
         )
         self._elmo_chars: dict[str, Any] | None = None
         if self.bilm_graph is not None:
-            layout = _field(manifest, "elmo_chars", dict, str(path))
-            for key, kind in ELMO_CHARS.items():
-                _field(layout, key, kind, f"{path} (elmo_chars)")
+            layout = manifest.get("elmo_chars")
+            check_elmo_chars(layout, str(path))
             self._elmo_chars = layout
             self._elmo_ids = functools.lru_cache(maxsize=200_000)(self._token_elmo_ids)
         crf, k = checked(_field(manifest, "crf", str, str(path))), len(self.tags)
@@ -134,8 +139,26 @@ class OnnxPredictor:
                 self.crf = tuple(arrays[name].astype(np.float32) for name in ("start", "transitions", "end"))
         except (OSError, KeyError, ValueError) as err:
             raise OnnxModelError(f"{crf}: not the CRF scores of an ONNX export ({err})") from None
-        if [a.shape for a in self.crf] != [(k,), (k, k), (k,)]:
-            raise OnnxModelError(f"{crf}: CRF scores of the wrong shape for {k} tags; export the model again")
+        check_crf(self.crf, k, crf)
+        self._check_graphs(root)
+
+    def _check_graphs(self, root: Path) -> None:
+        """Run the graphs once on a one-word sentence: a graph of another export, or one that does not fit the
+        manifest, is refused here in one line rather than at the first prediction."""
+        k = len(self.tags)
+        try:
+            emissions = self.emissions([["a"]])
+        except Exception as err:  # onnxruntime's and numpy's errors: the graphs do not fit the manifest
+            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+            raise OnnxModelError(
+                f"{root}: its graphs do not run on the inputs its manifest describes ({first}); export the model "
+                "again"
+            ) from None
+        if emissions.shape != (1, 1, k) or not np.isfinite(emissions).all():
+            raise OnnxModelError(
+                f"{root}: tagger.onnx gives emissions of shape {emissions.shape} (expected (1, 1, {k}), finite) "
+                "for one word; export the model again"
+            )
 
     # ------------------------------------------------------------------------------ inputs
     def _token_elmo_ids(self, token: str) -> tuple[int, ...]:

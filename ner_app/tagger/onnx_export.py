@@ -37,7 +37,7 @@ from ner_app.bilm.char_mapper import (
     PAD_CHAR,
 )
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, refuse_foreign, sha256_file
+from ner_app.files import atomic_folder, canonical_sha256, refuse_foreign, sha256_file
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -47,6 +47,7 @@ from ner_app.tagger.spec import TaggerSpec
 ONNX_FORMAT = "ner_app.onnx/1"
 OPSET = 17
 MANIFEST = "onnx.json"
+MANIFEST_SUM = "manifest_sha256"  # the sha256 of the manifest's other keys (serve/onnx_manifest.py checks it)
 ONNX_FILES = {MANIFEST, "tagger.onnx", "bilm.onnx", "crf.npz"}
 TOLERANCE = 1e-4  # largest emission difference allowed, relative to the largest emission (at least 1)
 MAX_GRAPH_BYTES = 1800 << 20  # one .onnx file is one protobuf message, which cannot exceed 2 GiB
@@ -182,11 +183,12 @@ def _held_notes(spool: Path) -> Iterator[None]:
 
 
 def _manifest(spec: TaggerSpec, files: list[str], folder: Path) -> dict[str, Any]:
+    """``onnx.json``: the spec, the char layout and every file's sha256, under a checksum of its own."""
     elmo_chars = {
         "max_chars": MAX_CHARS, "begin_word": BOW_CHAR + 1, "end_word": EOW_CHAR + 1, "pad": PAD_CHAR + 1,
         "shift": 1, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN, "bos": list(BOS_IDS), "eos": list(EOS_IDS),
     }  # fmt: skip
-    return {
+    manifest = {
         "format": ONNX_FORMAT,
         "spec": spec.to_json(),
         "graphs": {"tagger": "tagger.onnx", "bilm": "bilm.onnx" if spec.elmo is not None else None},
@@ -196,6 +198,7 @@ def _manifest(spec: TaggerSpec, files: list[str], folder: Path) -> dict[str, Any
         "torch": torch.__version__,
         "sha256": {name: sha256_file(folder / name) for name in files},
     }
+    return {**manifest, MANIFEST_SUM: canonical_sha256(manifest)}  # the tags, sizes and char layout included
 
 
 def _sentences(spec: TaggerSpec, lengths: Sequence[int], shift: int = 0) -> list[list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,18 @@ class Sentence:
     tags: list[str]
     line: int
     doc: int
+
+
+MAX_CONLL_BYTES = 4 << 30  # of one CoNLL file (OntoNotes 5 is about 100 MB): a bound on a read by mistake
+QUOTED_CHARS = 80  # of a bad line quoted in an error: a 10 MB line is named, never pasted whole
+
+
+def excerpt(text: str) -> str:
+    """``text`` quoted for an error message, at most ``QUOTED_CHARS`` characters of it and its length."""
+    text = text.strip()
+    if len(text) <= QUOTED_CHARS:
+        return repr(text)
+    return f"{text[:QUOTED_CHARS]!r}... ({len(text):,} characters)"
 
 
 def _columns_expected(n: int) -> str:
@@ -55,7 +68,14 @@ def read_conll(path: str | os.PathLike[str], tag_column: int = -1) -> list[Sente
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
-        return parse_conll(decode_text(path, f.read()), path, tag_column)
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO never ends, /dev/zero fills the memory
+            raise ConllFormatError(
+                f"{path}: not a regular file (a FIFO, device or socket); expected a CoNLL file"
+            )
+        data = f.read(MAX_CONLL_BYTES + 1)
+    if len(data) > MAX_CONLL_BYTES:
+        raise ConllFormatError(f"{path}: larger than {MAX_CONLL_BYTES >> 30} GiB; split it")
+    return parse_conll(decode_text(path, data), path, tag_column)
 
 
 def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
@@ -95,7 +115,7 @@ def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
         if n_columns == 0:
             if len(fields) < 2:
                 raise ConllFormatError(
-                    f"{path}:{number}: expected at least 2 columns (token ... tag), found 1: {raw.strip()!r}"
+                    f"{path}:{number}: expected at least 2 columns (token ... tag), found 1: {excerpt(raw)}"
                 )
             n_columns = len(fields)
             if not -n_columns <= tag_column < n_columns or tag_column in (0, -n_columns):
@@ -106,14 +126,14 @@ def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
         elif len(fields) != n_columns:
             raise ConllFormatError(
                 f"{path}:{number}: expected {n_columns} columns ({_columns_expected(n_columns)}), "
-                f"found {len(fields)}: {raw.strip()!r}"
+                f"found {len(fields)}: {excerpt(raw)}"
             )
         tag = fields[tag_column]
         if not is_tag(tag):
             where = "the last column" if tag_column == -1 else f"column {tag_column}"
             raise ConllFormatError(
                 f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in {where}, "
-                f"found {tag!r}: {raw.strip()!r}"
+                f"found {excerpt(tag)}: {excerpt(raw)}"
             )
         if not tokens:
             start = number

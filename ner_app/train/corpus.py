@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
+from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
 from ner_app.text.tags import convert, detect_scheme, entity_types, normalize_scheme, scheme_tags, split_tag
 from ner_app.train.hub import (
@@ -72,7 +72,7 @@ def load_corpus(
     check_data_source(data_dir, hub_name, fmt)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
-    raw = load_hub_dataset(hub_name) if hub_name else load_folder(str(data_dir), fmt, tag_column)
+    raw = load_hub_dataset(hub_name, data_dir) if hub_name else load_folder(str(data_dir), fmt, tag_column)
     source_scheme = detect_scheme(raw["train"]["tags"])
     splits = {}
     for name in SPLITS:
@@ -97,11 +97,18 @@ def load_corpus(
     for name in EVALUATED:
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
-            raise NerAppError(f"{name} has tags whose entity types never occur in train: {sorted(unseen)}")
+            shown = ", ".join(repr(t[:40]) for t in sorted(unseen)[:5]) + (", ..." if len(unseen) > 5 else "")
+            raise NerAppError(f"{name} has tags whose entity types never occur in train: [{shown}]")
+    tags = len(scheme_tags(scheme, types))
     if (
-        len(types) > MANY_TYPES
+        len(types) > MAX_ENTITY_TYPES
     ):  # a CRF's work grows with the square of its tags: 10,000 types take minutes a batch
-        tags = len(scheme_tags(scheme, types))
+        examples = ", ".join(t[:20] for t in sorted(types)[:3])  # names from the data: bounded
+        raise NerAppError(
+            f"train has {len(types):,} entity types ({examples}, ...; {tags:,} tags), more than the {MAX_ENTITY_TYPES:,} "
+            "a CRF tagger trains in reasonable time; is the last column of the files the NER tag?"
+        )
+    if len(types) > MANY_TYPES:
         log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
                     "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
     return Corpus(splits, scheme, source_scheme)
@@ -116,7 +123,7 @@ def check_data_source(data_dir: str | None, hub_name: str | None, fmt: str | Non
             f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
         )
     if hub_name:
-        check_hub_dataset(hub_name)
+        check_hub_dataset(hub_name, data_dir)
         return
     folder = Path(str(data_dir))
     found = any(split_file(folder, name, fmt) for name in _FILE_SPLITS.values())

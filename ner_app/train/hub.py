@@ -60,19 +60,43 @@ def load_folder_dataset(folder: Path) -> dict[str, dict[str, list[Any]]]:
         if (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file():
             loaded = datasets.load_from_disk(str(folder))  # memory-mapped Arrow files, nothing is written
         else:  # parquet: `datasets` infers the splits from the file names and converts them once into its cache
+            check_parquet_files(folder)
             loaded = datasets.load_dataset(str(folder))
     except (OSError, ValueError, DatasetsError) as err:  # unreadable files: pyarrow's errors are ValueErrors
         raise DatasetError(f"{where}: cannot be read by `datasets` ({_first_line(err)})") from None
     return dataset_columns(loaded, where)
 
 
-def load_hub_dataset(name: str) -> dict[str, dict[str, list[Any]]]:
+def check_parquet_files(folder: Path) -> None:
+    """Every parquet file of ``folder`` is one with rows: `datasets` says only "An error occurred while
+    generating the dataset" of an empty file, and "Instruction 'test' corresponds to no data" of one
+    without rows."""
+    import pyarrow.parquet as pq
+
+    for file in dataset_files(folder):
+        if file.suffix != ".parquet":
+            continue
+        if file.stat().st_size == 0:
+            raise DatasetError(f"{file}: empty (0 bytes), expected a parquet file with {COLUMNS}")
+        try:
+            rows = pq.read_metadata(file).num_rows
+        except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+            raise DatasetError(f"{file}: not a parquet file ({_first_line(err)})") from None
+        if rows == 0:
+            raise DatasetError(
+                f"{file}: a parquet file without rows; every split needs sentences with {COLUMNS}"
+            )
+
+
+def load_hub_dataset(name: str, data_dir: str | None = None) -> dict[str, dict[str, list[Any]]]:
     """The hub dataset ``name`` (cached by ``datasets`` after the first download) as corpus columns.
 
     Offline (``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``) or when the hub cannot be reached, only the cache is
     read; a dataset that is not there, a name the hub does not know and a script-based dataset (which
-    ``datasets`` >= 4 cannot run) are each one ``DatasetError``.
+    ``datasets`` >= 4 cannot run) are each one ``DatasetError``. ``data_dir``: the data.dir that the hub name
+    takes precedence over, named in the advice.
     """
+    fix = _fix(data_dir)
     import datasets
     import datasets.config
     from datasets.exceptions import DatasetsError
@@ -88,15 +112,22 @@ def load_hub_dataset(name: str) -> dict[str, dict[str, list[Any]]]:
     except (OSError, DatasetsError) as err:  # ConnectionError (offline, not cached), HTTP errors, bad files
         if unreachable is None:
             raise DatasetError(
-                f"could not load dataset '{name}' from {endpoint} ({_first_line(err)}); {FIX}"
+                f"could not load dataset '{name}' from {endpoint} ({_first_line(err)}); {fix}"
             ) from None
-        raise _not_cached(name, unreachable) from None
+        raise _not_cached(name, unreachable, fix) from None
     finally:
         datasets.config.HF_HUB_OFFLINE = previous
     return dataset_columns(loaded, f"dataset '{name}'")
 
 
-def check_hub_dataset(name: str) -> None:
+def _fix(data_dir: str | None) -> str:
+    """The advice of a hub error: how to get the data, or, with a data.dir set too, to use it."""
+    if not data_dir:
+        return FIX
+    return f"set data.hub_name=null to train on data.dir ({data_dir}), which data.hub_name overrides"
+
+
+def check_hub_dataset(name: str, data_dir: str | None = None) -> None:
     """Before torch is imported: ``load_hub_dataset``'s refusals that need no download (a malformed name; a
     name the hub does not know, gated or script-based; a hub that cannot be used now and a cache without the
     dataset), each the same one line. Imports ``datasets`` (a second or two), never torch."""
@@ -113,7 +144,7 @@ def check_hub_dataset(name: str) -> None:
     try:
         dataset_module_factory(name)  # finds the cached copy's files, reads no data
     except Exception:  # anything that is not a cached copy: load_hub_dataset would fail the same way
-        raise _not_cached(name, unreachable) from None
+        raise _not_cached(name, unreachable, _fix(data_dir)) from None
     finally:
         datasets.config.HF_HUB_OFFLINE = previous
 
@@ -137,13 +168,13 @@ def _offline() -> str | None:
     return offline[0] if offline else None
 
 
-def _not_cached(name: str, unreachable: str) -> DatasetError:
+def _not_cached(name: str, unreachable: str, fix: str = FIX) -> DatasetError:
     import datasets.config
 
     cache = datasets.config.HF_DATASETS_CACHE
     return DatasetError(
         f"dataset '{name}' is not in the datasets cache ({cache}) and the hub cannot be used ({unreachable}): "
-        f"run once with network access, or {FIX}"
+        f"run once with network access, or {fix}"
     )
 
 
@@ -206,6 +237,12 @@ def _split_columns(ds: Any, where: str) -> dict[str, list[Any]]:
     column = "ner_tags" if "ner_tags" in ds.column_names else "tags"
     if not {"tokens", column} <= set(ds.column_names):
         raise DatasetError(f"{where}: expected {COLUMNS}, found columns {', '.join(ds.column_names)}")
+    token_feature = getattr(ds.features["tokens"], "feature", None)
+    if getattr(token_feature, "dtype", None) not in ("string", "large_string"):
+        raise DatasetError(
+            f"{where}: column 'tokens' holds {token_feature or ds.features['tokens']}, expected lists of token "
+            "strings"
+        )
     feature = getattr(ds.features[column], "feature", None)  # the feature of each list element
     names: list[str] | None = getattr(feature, "names", None)  # ClassLabel
     if names is None and getattr(feature, "dtype", None) != "string":
@@ -227,11 +264,15 @@ def _split_columns(ds: Any, where: str) -> dict[str, list[Any]]:
             continue
         if not tokens and not tags:  # an empty row cannot be tagged
             continue
-        if len(tokens) != len(tags) or not all(isinstance(t, str) and t for t in tokens):
+        if len(tokens) != len(tags):
             raise DatasetError(
-                f"{where} row {row}: expected as many tags as tokens and non-empty token strings, "
-                f"found {len(tokens)} tokens and {len(tags)} tags"
+                f"{where} row {row}: expected as many tags as tokens, found {len(tokens)} tokens and {len(tags)} tags"
             )
+        for i, token in enumerate(tokens):
+            if not (isinstance(token, str) and token):
+                raise DatasetError(
+                    f"{where} row {row}: token {i} is {token!r:.40}, expected a non-empty string"
+                )
         if names is not None:
             for i in tags:  # -1 is ClassLabel's "no label"
                 if not (isinstance(i, int) and 0 <= i < len(names)):

@@ -135,7 +135,9 @@ def domain_overrides(tmp_path: Path, corpus: Path, init: Path, steps: int) -> li
     ]  # fmt: skip
 
 
-def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(tmp_path: Path) -> None:
+def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """bilm_domain.yaml as shipped (the news biLM's weights, document streams, both held-out contexts)."""
     corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
     init = REPO / "data" / "bilm_news" / "weights.hdf5"
@@ -162,6 +164,10 @@ def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(tmp_path: Path) 
     ]
     assert main([*args, "--threads", "1"]) == 0
     again = json.loads(out.read_text())["heldout.txt"]
+    capsys.readouterr()
+    assert main([*args[:-1], "-", "--threads", "1"]) == 0  # --json -: stdout holds the JSON alone
+    printed, err = capsys.readouterr()
+    assert json.loads(printed) == json.loads(out.read_text()) and "| held-out file |" in err
     assert (again["sentences"], again["documents"]) == (20, 5)
     for context, numbers in result["contexts"].items():
         for key in ("forward", "backward", "predicted_tokens"):

@@ -285,3 +285,45 @@ def test_a_resumed_range_the_server_shifts_is_refused_and_the_next_run_recovers(
     code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
     assert code == 0, err
     assert (tmp_path / SMALL.weights.name).read_bytes() == served.files[WEIGHTS_URL_PATH]
+
+
+def test_http_errors_and_wrong_content_say_what_to_do(site, tmp_path: Path, capsys) -> None:
+    """An HTTP status alone ("HTTP 404 Not Found") said nothing of what to change; content that is not the file
+    (a login page served as options.json) named a removed ``.part`` file instead of the address."""
+    served, base = site
+    code, _, err = run(capsys, "--output", str(tmp_path / "a"), "--base-url", base + "/wrong")
+    line = one_error_line_of(err)
+    assert code == 2 and "HTTP 404 Not Found; the server has no such file: check --base-url" in line
+    served.files[OPTIONS_URL_PATH] = b"<!doctype html><title>Sign in</title>"
+    served.etags[OPTIONS_URL_PATH] = ""
+    code, _, err = run(capsys, "--output", str(tmp_path / "b"), "--base-url", base)
+    line = one_error_line_of(err)
+    assert code == 2 and line.startswith(
+        f"error: {base}{OPTIONS_URL_PATH.removeprefix('/elmo')}: what the server sent"
+    )
+    assert "the download was refused and removed: check --base-url" in line and ".part" not in line
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
+
+
+def test_a_slow_server_is_not_called_a_broken_connection(site, tmp_path: Path, capsys, monkeypatch) -> None:
+    served, base = site
+    served.hostile[OPTIONS_URL_PATH] = "trickle"
+    monkeypatch.setattr(download, "GRACE_S", 0.5)
+    code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
+    line = one_error_line_of(err)
+    assert code == 2 and "the download stopped 3 times, each time resumed (last: slower than 16 KiB/s" in line
+    assert "connection broke" not in line
+
+
+def test_output_dash_is_refused_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``-`` means standard output wherever an output path is taken; a folder output cannot be one."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--output", "-", "--base-url", "http://127.0.0.1:9")
+    assert code == 2 and "--output -: the download is a folder" in one_error_line_of(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def one_error_line_of(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, lines
+    return lines[0]

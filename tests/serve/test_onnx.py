@@ -16,7 +16,7 @@ from ner_app.bilm.bilm import add_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.cli.commands import main
-from ner_app.serve import onnx_predictor, predictor
+from ner_app.serve import onnx_manifest, onnx_predictor, predictor
 from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
 from ner_app.serve.predictor import Predictor
 from ner_app.tagger import onnx_export
@@ -147,8 +147,12 @@ def test_elmo_char_ids_are_the_char_mappers(trained: Path) -> None:
     assert np.array_equal(OnnxPredictor(trained / "onnx").elmo_char_ids(batch), expected)
 
 
-def test_the_modules_agree_on_shared_constants() -> None:
+def test_the_modules_agree_on_shared_constants(trained: Path) -> None:
     assert onnx_predictor.ONNX_FORMAT == onnx_export.ONNX_FORMAT
+    # the char layout the exporter writes is the one the predictor accepts, and both name one checksum key
+    manifest = json.loads((trained / "onnx" / "onnx.json").read_text())
+    assert manifest["elmo_chars"] == onnx_manifest.ELMO_CHAR_LAYOUT
+    assert onnx_export.MANIFEST_SUM == onnx_manifest.MANIFEST_SUM
     # one piece length and one line-to-entities path (ner_app/text/pieces.py) for both predictors
     assert onnx_predictor.split_pieces is predictor.split_pieces is pieces.split_pieces
     assert onnx_predictor.predict_lines is predictor.predict_lines is pieces.predict_lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,26 @@ def test_odd_folder_names_stay_intact_in_json_and_harmless_in_the_tables(trained
     row = lines[lines.index("**Entity F1 (%), mean ± sample std (n − 1) over seeds**") + 4]
     cells = re.split(r"(?<!\\)\|", row)[1:-1]  # a "|" in the name is escaped: the row keeps its five cells
     assert len(cells) == 5 and cells[0].strip().replace("\\|", "|") == group["name"]
+
+
+def test_report_and_compare_pages_write_through_special_files(
+    trained, tmp_path, devices, fifo, fifo_reader, unblock, capsys
+) -> None:
+    """A FIFO with a reader, a character device and ``-`` get the page (before, a FIFO without a writer hung
+    the check that reads an existing page's first bytes); nothing is renamed over them."""
+    reader = fifo_reader(fifo)
+    unblock(fifo, 60)  # a read of the FIFO (as the old check did) fails the test after a minute, never hangs
+    assert main(["report", str(trained), "--output", str(fifo)]) == 0
+    assert reader.bytes().lower().startswith(b"<!doctype html") and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert main(["compare", str(trained), "--html", str(devices["null"])]) == 0
+    assert stat.S_ISCHR(devices["null"].lstat().st_mode)
+    capsys.readouterr()
+    assert main(["report", str(trained), "--output", "-"]) == 0
+    assert capsys.readouterr().out.lower().startswith("<!doctype html")
+    assert (
+        main(["compare", str(trained), "--html", "-"]) == 0
+    )  # stdout holds the page alone, tables on stderr
+    out, err = capsys.readouterr()
+    assert out.lower().startswith("<!doctype html") and out.rstrip().endswith("</html>") and "| F1" not in out
+    assert "|---" in err
+    assert not (tmp_path / "-").exists()

@@ -3,7 +3,9 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -14,10 +16,7 @@ import pytest
 import torch
 
 from ner_app.cli.commands import main
-from tests.helpers import (
-    ROOT,
-    TINY_BILM,
-)
+from tests.helpers import ROOT, TINY_BILM, one_error_line
 
 
 def test_embed_threads_option(tmp_path, capsys):
@@ -77,3 +76,57 @@ def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_pat
     assert sorted(p.name for p in out.parent.iterdir()) == ["layers.hdf5"]
     with h5py.File(out, "r") as f:
         assert len(f) == 20_000
+
+
+def _embed(tmp_path: Path, output: Path | str) -> list[str]:
+    (tmp_path / "in.txt").write_text("The EU rejects it .\nPeter\n", encoding="utf-8")
+    return ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
+            "--input", str(tmp_path / "in.txt"), "--output", str(output)]  # fmt: skip
+
+
+def test_embed_writes_through_a_character_device_and_never_replaces_it(
+    tmp_path: Path, devices: dict[str, Path], capsys
+) -> None:
+    assert main(_embed(tmp_path, devices["null"])) == 0
+    assert stat.S_ISCHR(devices["null"].lstat().st_mode)
+    assert main(_embed(tmp_path, devices["full"])) == 2
+    one_error_line(capsys, str(devices["full"]), "No space left on device")
+    assert stat.S_ISCHR(devices["full"].lstat().st_mode)
+    assert sorted(p.name for p in devices["null"].parent.iterdir()) == ["full", "null"]
+
+
+def test_embed_into_a_fifo_reaches_its_reader(tmp_path: Path, fifo: Path, fifo_reader) -> None:
+    reader = fifo_reader(fifo)
+    assert main(_embed(tmp_path, fifo)) == 0
+    data = reader.bytes()
+    with h5py.File(io.BytesIO(data), "r") as out:  # the whole hdf5 file came through the FIFO
+        assert sorted(out.keys()) == ["0", "1"] and out["0"].shape[1] == 5
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_embed_into_a_fifo_without_a_reader_is_one_line(tmp_path: Path, fifo: Path, unblock, capsys) -> None:
+    unblock(fifo, 60)  # on a blocking open, the test fails after a minute instead of hanging
+    assert main(_embed(tmp_path, fifo)) == 2
+    one_error_line(capsys, f"{fifo}: a FIFO that no process is reading")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "fifo",
+        "in.txt",
+    ]
+
+
+def test_embed_output_dash_is_standard_output(tmp_path: Path, capsysbinary) -> None:
+    assert main(_embed(tmp_path, "-")) == 0
+    out, err = capsysbinary.readouterr()
+    with h5py.File(io.BytesIO(out), "r") as hdf5:
+        assert sorted(hdf5.keys()) == ["0", "1"]
+    assert b"wrote 2 sentences to standard output" in err
+    assert not (tmp_path / "-").exists()
+    link = tmp_path / "out.hdf5"
+    link.symlink_to("/dev/stdout")  # written through, and the link stays
+    assert main(_embed(tmp_path, link)) == 0
+    assert capsysbinary.readouterr().out.startswith(b"\x89HDF") and link.is_symlink()
+
+
+def test_embed_output_that_is_a_folder_is_refused_before_the_work(tmp_path: Path, capsys) -> None:
+    assert main(_embed(tmp_path, tmp_path)) == 2
+    one_error_line(capsys, f"--output {tmp_path}: is a folder, expected a file name")

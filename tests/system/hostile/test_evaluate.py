@@ -3,6 +3,8 @@ exit code 2, nothing written or lost."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from ner_app.cli.commands import main
@@ -50,3 +52,96 @@ def test_export_needs_a_checkpoint_or_onnx(trained: Path, tmp_path: Path, capsys
     assert main(["export", "--model", str(trained / "export"), "--output", str(tmp_path / "out")]) == 2
     one_error_line(capsys, "export: give --checkpoint CKPT, or --onnx")
     assert not (tmp_path / "out").exists()
+
+
+def _evaluate(trained: Path, predictions: Path | str) -> list[str]:
+    return ["evaluate", "--model", str(trained / "export"), "--input", str(TINY / "valid.txt"),
+            "--predictions", str(predictions)]  # fmt: skip
+
+
+def test_predictions_write_through_a_character_device_and_never_replace_it(
+    trained: Path, devices: dict[str, Path], capsys
+) -> None:
+    """mknod nodes in tmp_path stand for /dev/null and /dev/full: a write goes into them, never a rename."""
+    assert main(_evaluate(trained, devices["null"])) == 0
+    assert stat.S_ISCHR(devices["null"].lstat().st_mode)
+    assert "wrote" in capsys.readouterr().err
+    assert main(_evaluate(trained, devices["full"])) == 2
+    one_error_line(capsys, str(devices["full"]), "No space left on device")
+    assert stat.S_ISCHR(devices["full"].lstat().st_mode)
+    assert sorted(p.name for p in devices["null"].parent.iterdir()) == ["full", "null"]
+
+
+def test_predictions_into_a_fifo_reach_its_reader(
+    trained: Path, fifo: Path, fifo_reader, unblock, capsys
+) -> None:
+    reader = fifo_reader(fifo)
+    assert main(_evaluate(trained, fifo)) == 0
+    data = reader.bytes()
+    assert data.startswith(b"Alice I-PER ") and data.count(b"\n") == 39  # 34 tokens, 5 sentences
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and list(fifo.parent.iterdir()) == [fifo]
+
+
+def test_predictions_into_a_fifo_without_a_reader_is_one_line(
+    trained: Path, fifo: Path, unblock, capsys
+) -> None:
+    unblock(fifo, 60)  # on a blocking open, the test fails after a minute instead of hanging
+    assert main(_evaluate(trained, fifo)) == 2
+    one_error_line(capsys, f"{fifo}: a FIFO that no process is reading; start its reader first")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and list(fifo.parent.iterdir()) == [fifo]
+
+
+def test_predictions_dash_and_a_link_to_dev_stdout_are_standard_output(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    """``-`` is standard output (the scores then go to stderr); a symlink to /dev/stdout is written through and
+    stays a symlink (it was replaced by a regular file)."""
+    assert main(_evaluate(trained, "-")) == 0
+    out, err = capsys.readouterr()
+    first = "Alice I-PER "
+    assert out.startswith(first) and "| **all** |" not in out
+    assert "| **all** |" in err and "wrote standard output" in err
+    link = tmp_path / "out"
+    link.symlink_to("/dev/stdout")
+    assert main(_evaluate(trained, link)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(first) and "| **all** |" in err
+    assert link.is_symlink() and list(tmp_path.iterdir()) == [link]
+
+
+def test_a_gold_file_that_is_a_fifo_or_a_device_is_one_line(
+    trained: Path, fifo: Path, devices, unblock, capsys
+) -> None:
+    """A FIFO blocked forever and /dev/zero (here a mknod node with its numbers) filled the memory."""
+    zero = devices["null"].parent / "zero"
+    os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    unblock(fifo, 60)  # a blocking read fails the test after a minute instead of hanging it
+    for gold in (fifo, zero):
+        assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
+        one_error_line(
+            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a CoNLL file"
+        )
+
+
+def test_a_10_mb_gold_line_is_named_not_pasted(trained: Path, tmp_path: Path, capsys) -> None:
+    gold = tmp_path / "gold.conll"
+    gold.write_text("EU B-ORG\n" + "y" * 10_000_000 + "\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
+    line = one_error_line(capsys, "gold.conll:2: expected 2 columns", "(10,000,000 characters)")
+    assert len(line) < 400 and not (tmp_path / "predictions").exists()
+
+
+def test_predictions_onto_a_block_device_or_a_socket_are_refused_before_the_work(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    """Never written into, never renamed over: a block node made here (a loop device's numbers) and a socket."""
+    import socket
+
+    block = tmp_path / "disk"
+    os.mknod(block, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock"))
+        for target, kind in ((block, "a block device"), (tmp_path / "sock", "a socket")):
+            assert main(_evaluate(trained, target)) == 2
+            one_error_line(capsys, f"--predictions {target}: is {kind}; expected a regular file")
+        assert stat.S_ISBLK(block.lstat().st_mode) and stat.S_ISSOCK((tmp_path / "sock").lstat().st_mode)

@@ -3,6 +3,7 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -124,3 +125,99 @@ def test_deeply_nested_json_is_one_line(tmp_path, trained, capsys, depth):
     (run / "metrics.json").write_text('{"dev": ' + "[" * depth + "]" * depth + "}")
     assert main(["compare", str(run)]) == 2
     one_error_line(capsys, "metrics.json: JSON nested deeper than 32 levels")
+
+
+# ------------------------------------------------------------------ export --onnx: the manifest under its checksum
+@pytest.fixture(scope="module")
+def onnx_folder(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnxruntime")
+    from ner_app.tagger.onnx_export import export_onnx_from
+
+    return export_onnx_from(trained / "export", tmp_path_factory.mktemp("onnx") / "onnx")
+
+
+def _tampered(onnx_folder: Path, tmp_path: Path, edit, resum: bool) -> Path:
+    """A copy of the ONNX export whose manifest ``edit`` changed; with ``resum`` a forger also recomputed every
+    checksum (the files' and the manifest's own: sha256 of the other keys as sorted, compact JSON)."""
+
+    copy = tmp_path / "onnx"
+    shutil.copytree(onnx_folder, copy)
+    manifest = json.loads((copy / "onnx.json").read_text())
+    edit(manifest, copy)
+    if resum:
+        manifest["sha256"] = {
+            name: hashlib.sha256((copy / name).read_bytes()).hexdigest() for name in manifest["sha256"]
+        }
+        body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        manifest["manifest_sha256"] = hashlib.sha256(canonical.encode()).hexdigest()
+    (copy / "onnx.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def _swap_types(manifest, folder) -> None:
+    tags = manifest["spec"]["vocab"]["tags"]["tokens"]
+    manifest["spec"]["vocab"]["tags"]["tokens"] = [
+        t.replace("PER", "@").replace("LOC", "PER").replace("@", "LOC") for t in tags
+    ]
+
+
+def _nan_crf(manifest, folder) -> None:
+    import numpy as np
+
+    with np.load(folder / "crf.npz") as arrays:
+        scores = {name: arrays[name].copy() for name in arrays.files}
+    scores["transitions"][1, 2] = np.nan
+    np.savez(folder / "crf.npz", **scores)
+
+
+def _swap_graphs(manifest, folder) -> None:
+    manifest["graphs"] = {"tagger": "bilm.onnx", "bilm": "tagger.onnx"}
+
+
+ONNX_TAMPERING = {
+    "PER and LOC swapped": (_swap_types, "is not the BIOES tag list training builds"),
+    "max_word_chars 1": (lambda m, f: m["spec"].update(max_word_chars=1), "spec.max_word_chars 1 is outside [3,"),
+    "max_word_chars -5": (lambda m, f: m["spec"].update(max_word_chars=-5), "spec.max_word_chars -5 is outside"),
+    "scheme": (lambda m, f: m["spec"].update(scheme="IOB9"), "spec.scheme 'IOB9' is not a scheme (IOB1, IOB2, BIOES)"),
+    "elmo_chars shift": (lambda m, f: m["elmo_chars"].update(shift=2), "elmo_chars.shift is 2, expected 1"),
+    "elmo_chars max_chars": (lambda m, f: m["elmo_chars"].update(max_chars=49), "elmo_chars.max_chars is 49"),
+    "NaN CRF": (_nan_crf, "crf.npz: CRF transitions scores hold NaN"),
+    "graphs swapped": (_swap_graphs, "its graphs do not run on the inputs its manifest describes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(ONNX_TAMPERING))
+def test_a_tampered_onnx_manifest_is_refused_at_load(onnx_folder: Path, tmp_path: Path, case: str) -> None:
+    """Every field of onnx.json is under its checksum; a forger who recomputes it still meets the value checks
+    (tags in training's order, a known scheme, the char CNN's width, the traced char layout, finite CRF
+    scores, graphs that run): one ``OnnxModelError`` line at load, never a wrong tag or a crash later."""
+    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+
+    edit, message = ONNX_TAMPERING[case]
+    if case != "NaN CRF":  # a changed crf.npz is already caught by its file checksum
+        with pytest.raises(OnnxModelError, match="changed after export .manifest_sha256 differs"):
+            OnnxPredictor(_tampered(onnx_folder, tmp_path / "plain", edit, resum=False))
+    with pytest.raises(OnnxModelError) as refused:
+        OnnxPredictor(_tampered(onnx_folder, tmp_path / "forged", edit, resum=True))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_an_onnx_manifest_without_its_checksum_is_refused(onnx_folder: Path, tmp_path: Path) -> None:
+    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+
+    copy = _tampered(onnx_folder, tmp_path, lambda m, f: m.pop("manifest_sha256"), resum=False)
+    with pytest.raises(OnnxModelError, match="no manifest_sha256 .written by an older version, or edited."):
+        OnnxPredictor(copy)
+    assert OnnxPredictor(onnx_folder).tag([["Alice", "met", "Bob"]])[0][
+        0
+    ]  # the untouched export loads and tags
+
+
+def test_export_output_dash_is_refused_in_one_line(trained, tmp_path, capsys, monkeypatch):
+    """``-`` means standard output wherever an output path is taken; an export is a folder, so it is refused
+    (it made a folder named ``-``)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--checkpoint", str(trained / "checkpoints" / "best.ckpt"), "--output", "-"]) == 2
+    one_error_line(capsys, "-: this output is a folder, and standard output is not one")
+    assert list(tmp_path.iterdir()) == []

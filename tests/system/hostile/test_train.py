@@ -3,7 +3,10 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -187,7 +190,8 @@ def test_bom_before_docstart_is_not_a_sentence(tmp_path):
 
 
 @pytest.mark.parametrize("override", ["data.max_sentences=-1", "trainer.patience=-1", "trainer.max_epochs=0",
-                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5"])  # fmt: skip
+                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5",
+                                      "seed=18446744073709551616", "seed=-1"])  # fmt: skip
 def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
     assert train.main(train_args(tmp_path / "run", override)) == 2
     one_error_line(capsys, f"'{override.split('=')[0]}'")
@@ -243,3 +247,70 @@ def test_cache_fill_on_a_full_disk_is_one_line(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert "cannot write the ELMo layer cache" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_base_that_is_not_a_config_is_one_line(tmp_path, capsys, unblock):
+    """``base: ../../etc/passwd`` (a text file that is no YAML mapping), an empty file, a folder, a FIFO and a
+    character device are each named for what they are; none is taken as an empty config."""
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n")
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    os.mknod(devices / "zero", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers, made here
+    cases = {
+        "passwd": "is not a config (expected a YAML mapping of keys, found a str)",
+        "empty.yaml": "is not a config (expected a YAML mapping of keys, found nothing)",
+        "folder": "is a folder, expected a YAML config file",
+        "fifo": "is a FIFO, expected a YAML config file",
+        "dev/zero": "is a character device, expected a YAML config file",
+    }
+    for base, message in cases.items():
+        config = tmp_path / "run.yaml"
+        config.write_text(f"base: {base}\nseed: 3\n")
+        with pytest.raises(ConfigError) as refused:
+            load_config(config)
+        assert f"run.yaml: key 'base': {tmp_path / base} {message}" in str(refused.value)
+    unblock(tmp_path / "fifo", 60)  # a read of the FIFO would fail the test after a minute, not hang it
+    assert train.main(["--config", str(tmp_path / "fifo")]) == 2  # the config itself: named, never read
+    one_error_line(capsys, "fifo: is a FIFO, expected a YAML config file")
+
+
+def test_a_file_where_the_tensorboard_logs_go_is_one_line(tmp_path, capsys):
+    (tmp_path / "run" / "logs").mkdir(parents=True)
+    (tmp_path / "run" / "logs" / "tensorboard").write_text("my notes\n")
+    assert train.main(train_args(tmp_path / "run", "trainer.logger=tensorboard")) == 2
+    one_error_line(
+        capsys, "logs/tensorboard: is a file, expected the folder where the run writes its tensorboard"
+    )
+    assert (tmp_path / "run" / "logs" / "tensorboard").read_text() == "my notes\n"
+
+
+def test_a_full_disk_at_report_time_is_one_warning_line(trained, small_disk, caplog, capsys):
+    """train.py draws report.html last; on a full disk (a real tmpfs, filled) that step warns in one line
+    without a traceback (the run's results are on disk), and ``report`` itself is one error line, exit 2."""
+    import logging
+
+    from ner_app.report.run_report import report_after_training
+
+    run = small_disk / "run"
+    run.mkdir()
+    for entry in trained.iterdir():  # the run's files stay where they are: only report.html goes on the disk
+        if entry.name != "report.html":
+            (run / entry.name).symlink_to(entry)
+    fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):  # until ENOSPC: the disk is full
+            pass
+    except OSError as err:
+        assert err.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    with caplog.at_level(logging.WARNING, logger="ner_app"):
+        assert report_after_training(run) is None
+    [record] = [r for r in caplog.records if "report.html not written" in r.getMessage()]
+    assert not record.exc_info and "No space left on device" in record.getMessage()  # no traceback
+    assert main(["report", str(run)]) == 2
+    one_error_line(capsys, "report.html: cannot write (No space left on device)")
+    assert sorted(p.name for p in run.iterdir() if not p.is_symlink()) == []

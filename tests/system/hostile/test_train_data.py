@@ -114,7 +114,12 @@ def test_hub_offline_and_not_cached_is_one_line(tmp_path, capsys, monkeypatch):
     line = hub_run(
         tmp_path, capsys, "lhoestq/conll2003", "dataset 'lhoestq/conll2003' is not in the datasets cache"
     )
-    assert "(HF_HUB_OFFLINE=1)" in line and "set data.dir" in line and line.endswith("(docs/data.md)")
+    # train_args sets data.dir too: the advice is to let it be used, not to set it
+    assert "(HF_HUB_OFFLINE=1)" in line and f"set data.hub_name=null to train on data.dir ({TINY})" in line
+    assert "set data.dir to" not in line
+    assert train.main(train_args(tmp_path / "run2", "data.hub_name=lhoestq/conll2003", "data.dir=null")) == 2
+    line = one_error_line(capsys, "(HF_HUB_OFFLINE=1)", "set data.dir to a folder with train.txt")
+    assert line.endswith("(docs/data.md)")
 
 
 def test_unreachable_hub_is_one_line(tmp_path, capsys, monkeypatch, closed_port):
@@ -182,8 +187,12 @@ def tokens_and(tags_column: str, tags: list) -> dict[str, list]:
             {"train": tokens_and("ner_tags", [[1, 0], [0, -1]]), "labels": ["O", "B-PER", "B-LOC"]},
             "split train row 1: expected label numbers 0 to 2, found -1",
         ),
+        (
+            {"train": {"tokens": [[1, 2], [3, 4]], "ner_tags": [["B-PER", "O"], ["O", "B-LOC"]]}},
+            "split train: column 'tokens' holds Value('int64'), expected lists of token strings",
+        ),
     ],
-    ids=["no-ner_tags", "numbers-without-names", "lengths", "bad-tag", "no-label"],
+    ids=["no-ner_tags", "numbers-without-names", "lengths", "bad-tag", "no-label", "integer-tokens"],
 )
 def test_a_dataset_with_a_wrong_column_is_one_line(tmp_path, capsys, splits, message):
     import datasets
@@ -325,3 +334,72 @@ def test_pretraining_config_errors_come_before_torch_is_imported(without_torch, 
     assert done.returncode == 2 and "was imported" not in done.stderr, done.stderr
     one_error_line_of(done.stderr, "train.lr")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_10_mb_line_is_named_not_pasted(tmp_path, capsys):
+    """A one-column line of 10 MB: the error quotes 80 characters of it and its length (training and evaluate
+    share the reader)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    tiny = (TINY / "train.txt").read_text(encoding="utf-8")
+    (data / "train.txt").write_text(tiny + "\n" + "x" * 10_000_000 + "\n", encoding="utf-8")
+    for name in ("valid.txt", "test.txt"):
+        (data / name).write_text(tiny, encoding="utf-8")
+    assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
+    line = one_error_line(capsys, "train.txt:", "expected 4 columns", "(10,000,000 characters)")
+    assert len(line) < 400
+
+
+def test_ten_thousand_entity_types_are_refused_in_one_line(tmp_path):
+    """Beyond ``MAX_ENTITY_TYPES`` (documented in docs/data.md) the corpus is refused before a 40,001-tag CRF
+    is built; 60 types still train, with a warning (tests/train/test_datamodule.py)."""
+    from ner_app.errors import NerAppError
+    from ner_app.limits import MAX_ENTITY_TYPES
+    from ner_app.train.corpus import load_corpus
+
+    rows = "\n\n".join(f"w{i} B-T{i}" for i in range(10_000)) + "\n"
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text(rows)
+    with pytest.raises(NerAppError) as refused:
+        load_corpus(str(tmp_path), None, "BIOES")
+    message = str(refused.value)
+    assert (
+        f"train has 10,000 entity types (T0, T1, T10, ...; 40,001 tags), more than the {MAX_ENTITY_TYPES:,}"
+        in message
+    )
+
+
+def test_a_training_file_that_is_a_fifo_is_one_line(tmp_path, capsys, unblock):
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "train.txt")
+    for name in ("valid.txt", "test.txt"):
+        (data / name).write_text((TINY / name).read_text(encoding="utf-8"), encoding="utf-8")
+    unblock(data / "train.txt", 60)  # a blocking read fails the test after a minute instead of hanging it
+    assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
+    one_error_line(capsys, "train.txt: not a regular file (a FIFO, device or socket); expected a CoNLL file")
+
+
+@pytest.mark.parametrize("case", ["empty file", "no rows"])
+def test_an_empty_parquet_file_is_named(tmp_path, capsys, case):
+    """`datasets` says "An error occurred while generating the dataset" of a 0-byte file and "Instruction
+    'test' corresponds to no data!" of a file without rows: each is now named with what was expected."""
+    import datasets
+
+    good = tokens_and("ner_tags", [["B-PER", "O"], ["O", "B-LOC"]])
+    (tmp_path / "pq").mkdir()
+    for split in ("train", "validation"):
+        dataset(good).to_parquet(str(tmp_path / "pq" / f"{split}.parquet"))
+    test = tmp_path / "pq" / "test.parquet"
+    if case == "empty file":
+        test.write_bytes(b"")
+    else:
+        strings = datasets.Sequence(datasets.Value("string"))
+        dataset({"tokens": [], "ner_tags": []}, {"tokens": strings, "ner_tags": strings}).to_parquet(
+            str(test)
+        )
+    assert train.main(train_args(tmp_path / "run", f"data.dir={tmp_path / 'pq'}")) == 2
+    expected = (
+        "empty (0 bytes), expected a parquet file" if case == "empty file" else "a parquet file without rows"
+    )
+    one_error_line(capsys, f"{test}: {expected}")

@@ -1,0 +1,107 @@
+"""The manifest of an ONNX export (``onnx.json``): under its own checksum, and every field checked before a
+graph runs, so that an edited manifest is refused at load in one line instead of tagging wrongly or failing
+at the first prediction. Torch-free, like ``onnx_predictor``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ner_app.errors import NerAppError
+from ner_app.files import canonical_sha256
+from ner_app.text.tags import SCHEMES, is_tag, normalize_scheme, scheme_tags, split_tag
+
+MANIFEST_SUM = "manifest_sha256"  # the key holding the sha256 of every other key (``canonical_sha256``)
+MAX_WORD_CHARS = 1000  # a token's characters the char CNN may see: far above what any export uses (30)
+
+# How char_mapper.token_to_ids turns a token into the biLM's 50 char ids (ids shifted by 1, 0 is padding):
+# begin-of-word 259, end-of-word 260, pad 261; <S> and </S> are one char each (257, 258) between the markers.
+_BOW, _EOW, _PAD, _WIDTH = 259, 260, 261, 50
+ELMO_CHAR_LAYOUT: dict[str, Any] = {
+    "max_chars": _WIDTH, "begin_word": _BOW, "end_word": _EOW, "pad": _PAD, "shift": 1,
+    "bos_token": "<S>", "eos_token": "</S>",
+    "bos": [_BOW, 257, _EOW] + [_PAD] * (_WIDTH - 3), "eos": [_BOW, 258, _EOW] + [_PAD] * (_WIDTH - 3),
+}  # fmt: skip
+
+
+class OnnxModelError(NerAppError):
+    """A folder that is not a readable ONNX export, or onnxruntime missing."""
+
+
+def with_checksum(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` with ``MANIFEST_SUM``: what the exporter writes."""
+    return {**manifest, MANIFEST_SUM: canonical_sha256(manifest)}
+
+
+def check_checksum(manifest: dict[str, Any], source: str) -> None:
+    recorded = manifest.get(MANIFEST_SUM)
+    if recorded is None:
+        raise OnnxModelError(
+            f"{source}: no {MANIFEST_SUM} (written by an older version, or edited); export the model again"
+        )
+    body = {key: value for key, value in manifest.items() if key != MANIFEST_SUM}
+    if recorded != canonical_sha256(body):
+        raise OnnxModelError(
+            f"{source}: changed after export ({MANIFEST_SUM} differs: its tags, sizes or char layout were "
+            "edited); export the model again"
+        )
+
+
+def check_spec(
+    tags: list[str], scheme: str, source_scheme: str, max_word_chars: int, char_width: Any, source: str
+) -> None:
+    """The tag vocabulary is every tag of ``scheme`` for its types, in the order training builds it (a swap of
+    two types is refused); the schemes are known; ``max_word_chars`` covers the char CNN's width."""
+    for key, value in (("spec.scheme", scheme), ("spec.source_scheme", source_scheme)):
+        try:
+            normalize_scheme(value)
+        except ValueError:
+            raise OnnxModelError(
+                f"{source}: {key} {value!r} is not a scheme ({', '.join(SCHEMES)})"
+            ) from None
+    if not all(isinstance(t, str) and is_tag(t) for t in tags):
+        bad = next(t for t in tags if not (isinstance(t, str) and is_tag(t)))
+        raise OnnxModelError(f"{source}: spec.vocab.tags holds {str(bad)[:40]!r}, which is no tag")
+    expected = scheme_tags(scheme, {split_tag(t)[1] for t in tags if t != "O"})
+    if tags != expected:
+        raise OnnxModelError(
+            f"{source}: spec.vocab.tags is not the {scheme} tag list training builds (its {len(tags)} tags are "
+            "reordered, repeated or incomplete); export the model again"
+        )
+    width = char_width if isinstance(char_width, int) and not isinstance(char_width, bool) else 1
+    if not width <= max_word_chars <= MAX_WORD_CHARS:
+        raise OnnxModelError(
+            f"{source}: spec.max_word_chars {max_word_chars} is outside [{width}, {MAX_WORD_CHARS}] (the char "
+            "CNN's width to the largest a token may have); export the model again"
+        )
+
+
+def check_elmo_chars(layout: Any, source: str) -> None:
+    """The layout must be the one the biLM graph was traced with: any other is refused (one key named)."""
+    if not isinstance(layout, dict):
+        raise OnnxModelError(
+            f"{source}: key 'elmo_chars' is missing or not an object; export the model again"
+        )
+    for key, value in ELMO_CHAR_LAYOUT.items():
+        if layout.get(key) != value or type(layout.get(key)) is not type(value):
+            raise OnnxModelError(
+                f"{source}: elmo_chars.{key} is {str(layout.get(key))[:40]}, expected {str(value)[:40]} (the "
+                "char ids the biLM graph reads); export the model again"
+            )
+    extra = sorted(set(layout) - set(ELMO_CHAR_LAYOUT))
+    if extra:
+        raise OnnxModelError(f"{source}: elmo_chars has unknown keys {extra[:3]}; export the model again")
+
+
+def check_crf(arrays: tuple[np.ndarray, ...], k: int, source: str) -> None:
+    """(start (K,), transitions (K, K), end (K,)), every entry finite or the export's ``FORBIDDEN`` score."""
+    if [a.shape for a in arrays] != [(k,), (k, k), (k,)]:
+        raise OnnxModelError(f"{source}: CRF scores of the wrong shape for {k} tags; export the model again")
+    for name, array in zip(("start", "transitions", "end"), arrays, strict=True):
+        if not np.isfinite(array).all():
+            bad = float(array[~np.isfinite(array)].flat[0])
+            raise OnnxModelError(
+                f"{source}: CRF {name} scores hold {'NaN' if math.isnan(bad) else bad}; export the model again"
+            )
