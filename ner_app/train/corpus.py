@@ -175,6 +175,7 @@ def data_files(data_dir: str) -> list[Path]:
         for name in _FILE_SPLITS.values()
         if (path := split_file(folder, name, None))
         for p in split_files(path)
+        if p.is_file()  # a FIFO or device is not read here: loading the split names it in one line
     ]
     return found if found or not folder.is_dir() else dataset_files(folder)
 

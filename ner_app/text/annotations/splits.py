@@ -33,7 +33,9 @@ def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
     """The file (a folder, for brat) of split ``name`` in ``folder``, or None."""
     for suffix in _SUFFIXES[fmt] if fmt else _ANY:
         path = folder / f"{name}{suffix}"
-        if (path.is_dir() if suffix == "" else path.is_file()) and (suffix or any(path.rglob("*.ann"))):
+        # not is_file(): a FIFO or device under a split's name is found, and its reader names it as such
+        found = path.is_dir() if suffix == "" else path.exists() and not path.is_dir()
+        if found and (suffix or any(path.rglob("*.ann"))):
             return path
     return None
 
