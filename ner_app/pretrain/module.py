@@ -18,6 +18,7 @@ from ner_app.bilm.options import BilmOptions
 from ner_app.errors import NerAppError
 from ner_app.pretrain.heldout import IGNORE
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
+from ner_app.runtime.lightning_compat import attached_trainer
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 
 
@@ -156,7 +157,9 @@ class BilmLanguageModel(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         mine = checkpoint  # a load outside a Trainer (inspection) takes rank 0's states
-        if self._trainer is not None and (self.trainer.world_size > 1 or "process_states" in checkpoint):
+        if attached_trainer(self) is not None and (
+            self.trainer.world_size > 1 or "process_states" in checkpoint
+        ):
             world, processes = self.trainer.world_size, checkpoint.get("process_states", [checkpoint])
             if len(processes) != world:
                 raise NerAppError(
