@@ -29,8 +29,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from benchmarks.common import autorange, cpu_info, interleaved, machine, measurement, print_table
 from ner_app.bilm.bilm import set_code_paths
 from ner_app.config.load import BilmPretrainConfig, load_config
+from ner_app.pretrain.batches import IGNORE
 from ner_app.pretrain.data import StreamBatches, read_corpus
-from ner_app.pretrain.heldout import IGNORE
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.run import bilm_options
 from ner_app.pretrain.softmax import SampledSoftmaxLoss

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.files import write_text
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)  # ids 0, 1, 2, as in the reference vocab files
@@ -45,10 +46,8 @@ class SoftmaxVocab:
         return cls([*SPECIALS, *words[: size - len(SPECIALS)]])
 
     def save(self, path: str | Path) -> None:
-        """``vocab.txt``: one token per line, the reference's format."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{t}\n" for t in self.tokens), encoding="utf-8")
+        """``vocab.txt``: one token per line, the reference's format; written atomically."""
+        write_text(path, "".join(f"{t}\n" for t in self.tokens))
 
     @classmethod
     def load(cls, path: str | Path) -> SoftmaxVocab:

@@ -17,7 +17,8 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
-from ner_app.pretrain.heldout import read_sentences, sentence_batches
+from ner_app.pretrain.documents import read_sentences
+from ner_app.pretrain.heldout import sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
