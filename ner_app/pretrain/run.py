@@ -9,7 +9,6 @@ of the held-out batches, and global rank 0 alone writes files.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_weights, save_bilm
 from ner_app.config.checks import check_pretrain_config
 from ner_app.config.load import BilmPretrainConfig, config_to_dict, save_config
+from ner_app.files import atomic_path
 from ner_app.pretrain.batches import TrainingBatch
 from ner_app.pretrain.data import StreamBatches, TrainingText, read_corpus
 from ner_app.pretrain.documents import Document, first_sentences, read_documents
@@ -176,12 +176,13 @@ def _validation(
 
 def _save_last(trainer: pl.Trainer, last: Path) -> None:
     """The run's true end, so that --resume with a larger max_steps continues from here. Every process builds
-    the checkpoint (its streams' states are gathered); rank 0 writes it and renames it into place."""
-    tmp = last.with_name("last.ckpt.tmp")
+    the checkpoint (its streams' states are gathered); rank 0 writes it, by one atomic rename."""
     # The full state that --resume needs; said explicitly, so Lightning does not log its default.
-    trainer.save_checkpoint(tmp, weights_only=False)
     if trainer.is_global_zero:
-        os.replace(tmp, last)
+        with atomic_path(last) as tmp:
+            trainer.save_checkpoint(tmp, weights_only=False)
+    else:  # its share of the state: Lightning writes on rank 0 only
+        trainer.save_checkpoint(last, weights_only=False)
 
 
 def _load_best(module: BilmLanguageModel, best: MovableCheckpoint) -> int | None:
