@@ -23,7 +23,7 @@ import torch
 
 from benchmarks.common import SIZES, Baseline, interleaved, machine, make_sentences, print_table, random_bilm
 from ner_app.bilm import batch_to_ids, load_bilm, save_bilm
-from ner_app.bilm.char_cnn import CharCNN
+from ner_app.bilm.bilm import set_code_paths
 
 Row = tuple[str, str, str, int, float]  # implementation, device, dtype, batch, tokens/s
 
@@ -35,11 +35,11 @@ def cpu_rows(ours: torch.nn.Module, baseline: Baseline, batch: int, repeats: int
     tokens = sum(len(s) for s in sentences)
 
     def untrimmed() -> object:  # the char CNN over all 50 ids (the code path before the tail trim)
-        CharCNN.trim_tail = False
+        set_code_paths(ours, trim_tail=False)
         try:
             return ours(ids)
         finally:
-            CharCNN.trim_tail = True
+            set_code_paths(ours, trim_tail=True)
 
     def bf16() -> object:  # opt-in: bf16 autocast on CPUs with AVX512-BF16 / AMX
         with torch.autocast("cpu", dtype=torch.bfloat16):

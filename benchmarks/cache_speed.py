@@ -35,7 +35,7 @@ from torch.utils.benchmark import timer
 
 from benchmarks.common import ROOT, SIZES, check_size, machine, print_table, random_bilm
 from ner_app.bilm import BidirectionalLM, save_bilm
-from ner_app.bilm.char_cnn import CharCNN
+from ner_app.bilm.bilm import set_code_paths
 from ner_app.config.load import TrainConfig, load_config
 from ner_app.config.schema import RuntimeConfig
 from ner_app.runtime.log_progress import silence_known_warnings
@@ -136,7 +136,8 @@ def print_trim_table(bilm: BidirectionalLM, sample: list[list[str]], predictor: 
     predictions: dict[bool, list[dict[str, Any]]] = {}
     for r in range(repeats):
         for trim in (False, True):
-            CharCNN.trim_tail = trim  # a class attribute: the cache's biLM and the predictor's alike
+            for model in (bilm, predictor.tagger):  # the cache's biLM and the predictor's alike
+                set_code_paths(model, trim_tail=trim)
             try:
                 cache = LayerCache.for_bilm(work / f"trim_{r}_{trim}", bilm)
                 start = timer()
@@ -146,7 +147,8 @@ def print_trim_table(bilm: BidirectionalLM, sample: list[list[str]], predictor: 
                 predictions[trim] = list(predictor.predict_texts(lines))
                 seconds.setdefault(("predict", trim), []).append(timer() - start)
             finally:
-                CharCNN.trim_tail = True
+                for model in (bilm, predictor.tagger):
+                    set_code_paths(model, trim_tail=True)
             shutil.rmtree(work / f"trim_{r}_{trim}")
     # The trim is exact: the same entities and scores, bit for bit.
     if predictions[False] != predictions[True]:

@@ -27,10 +27,10 @@ from torch.utils.benchmark import timer
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.common import autorange, cpu_info, interleaved, machine, measurement, print_table
-from ner_app.bilm.char_cnn import CharCNN
+from ner_app.bilm.bilm import set_code_paths
 from ner_app.config.load import BilmPretrainConfig, load_config
+from ner_app.pretrain.batches import IGNORE
 from ner_app.pretrain.data import StreamBatches, read_corpus
-from ner_app.pretrain.heldout import IGNORE
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.run import bilm_options
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
@@ -90,7 +90,7 @@ class Variant:
 
     def step(self) -> float:
         """Seconds of one training step (the batch is made before the clock starts)."""
-        CharCNN.trim_tail = self.trim  # a class-level switch of the biLM's char CNN
+        set_code_paths(self.module, trim_tail=self.trim)
         batch = self.next_batch()
         start = timer()
         with self.autocast():
@@ -109,7 +109,7 @@ class Variant:
 
     def parts(self) -> dict[str, float]:
         """Seconds of one step's parts: token encoder, LSTM stacks, softmax, backward, clip + optimiser."""
-        CharCNN.trim_tail = self.trim
+        set_code_paths(self.module, trim_tail=self.trim)
         m, batch = self.module, self.next_batch()
         if batch["window"] == 0:
             m.states = {"forward": None, "backward": None}
@@ -204,7 +204,6 @@ def main() -> None:
         for v in variants:
             seconds[v.name].append(v.step())
     median = {name: measurement(name, times).median for name, times in seconds.items()}
-    CharCNN.trim_tail = True
     mhz = float(cpu_info("cpu MHz") or 0.0)
     # Peak: 2 AVX-512 FMA units x 16 fp32 lanes x 2 flops per core and cycle; AMX: 1024 bf16 flops per core
     # and cycle (Intel's figure for one TMUL). Both at the nominal clock of /proc/cpuinfo.
@@ -230,7 +229,6 @@ def main() -> None:
     fastest = max(variants, key=lambda v: v.tokens / median[v.name])
     shown = [variants[0]] + ([fastest] if fastest is not variants[0] else [])
     parts = {v.name: [v.parts() for _ in range(3)] for v in shown}
-    CharCNN.trim_tail = True
     print("\nOne step in parts (median of 3, ms):\n")
     keys = list(parts[shown[0].name][0])
     print_table(

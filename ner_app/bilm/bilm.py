@@ -8,9 +8,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ner_app.bilm.char_cnn import TokenEncoder, masked_positions
+from ner_app.bilm.char_cnn import CharCNN, TokenEncoder, masked_positions
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS
-from ner_app.bilm.lstm import ElmoLstm
+from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection, TorchLstmUse
 
 
 class BiLMOutput(NamedTuple):
@@ -46,6 +46,7 @@ class BidirectionalLM(nn.Module):
 
     ``forward`` adds the sentence boundaries itself and returns all L+1 layers: layer 0 is the token
     representation duplicated [e; e], layer j is [forward_j; backward_j]. Padded positions are exactly 0.
+    ``torch_lstm`` and ``trim_tail`` pick the faster code paths (``LstmCellWithProjection``, ``CharCNN``).
     """
 
     def __init__(
@@ -62,12 +63,14 @@ class BidirectionalLM(nn.Module):
         activation: str = "relu",
         stateful: bool = False,
         dropout: float = 0.0,
+        torch_lstm: TorchLstmUse = "auto",
+        trim_tail: bool = True,
     ) -> None:
         super().__init__()
-        self.token_encoder = TokenEncoder(char_dim, filters, n_highway, projection_dim, activation)
+        self.token_encoder = TokenEncoder(char_dim, filters, n_highway, projection_dim, activation, trim_tail)
         self.lstm = ElmoLstm(
             projection_dim, lstm_dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections,
-            stateful=stateful, dropout=dropout,
+            stateful=stateful, dropout=dropout, torch_lstm=torch_lstm,
         )  # fmt: skip
         self.projection_dim = projection_dim
 
@@ -117,3 +120,15 @@ class BidirectionalLM(nn.Module):
         layers = self.lstm(embeddings, mask, distinct)
         layer0 = torch.cat([embeddings, embeddings], dim=-1) * mask[:, :, None].to(embeddings.dtype)
         return BiLMOutput([layer0, *layers], mask)
+
+
+def set_code_paths(
+    module: nn.Module, torch_lstm: TorchLstmUse | None = None, trim_tail: bool | None = None
+) -> None:
+    """Set the code path of every biLM cell and char CNN inside ``module`` (a biLM, or a model holding one, as
+    built by the library); None keeps a setting. Every path computes the same function (docs/performance.md)."""
+    for part in module.modules():
+        if torch_lstm is not None and isinstance(part, LstmCellWithProjection):
+            part.torch_lstm = torch_lstm
+        if trim_tail is not None and isinstance(part, CharCNN):
+            part.trim_tail = trim_tail

@@ -23,10 +23,15 @@ class CharCNN(nn.Module):
     (``trim_constant_tail``); False convolves all 50 positions, the original code path.
     """
 
-    trim_tail: bool = True
-
-    def __init__(self, char_dim: int, filters: Sequence[Sequence[int]], activation: str = "relu") -> None:
+    def __init__(
+        self,
+        char_dim: int,
+        filters: Sequence[Sequence[int]],
+        activation: str = "relu",
+        trim_tail: bool = True,
+    ) -> None:
         super().__init__()
+        self.trim_tail = trim_tail
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, found {activation!r}")
         # Row 0 is the "no character" padding id and stays zero: it is not stored in the weight file.
@@ -87,7 +92,7 @@ class TokenEncoder(nn.Module):
     Every token is encoded on its own, so without autograd (inference, a frozen biLM) the distinct tokens of a
     call go through in chunks of ``chunk_tokens`` (None: all at once): the (tokens, filters, 50) activations
     of the widest convolution then stay bounded however many tokens a call has. With autograd (pretraining)
-    all go at once, so that the gradients are those of one pass.
+    all go at once, so that the gradients are those of one pass. ``trim_tail``: the char CNN's (``CharCNN``).
     """
 
     chunk_tokens: int | None = 1024
@@ -99,9 +104,10 @@ class TokenEncoder(nn.Module):
         n_highway: int,
         projection_dim: int,
         activation: str = "relu",
+        trim_tail: bool = True,
     ) -> None:
         super().__init__()
-        self.char_cnn = CharCNN(char_dim, filters, activation)
+        self.char_cnn = CharCNN(char_dim, filters, activation, trim_tail)
         self.highway = Highway(self.char_cnn.output_dim, n_highway)
         self.projection = nn.Linear(self.char_cnn.output_dim, projection_dim)
         self.output_dim = projection_dim

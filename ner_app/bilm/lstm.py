@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ner_app.bilm.module_list import Layers
+from ner_app.bilm.torch_compat import packed_lstm
 
 State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
 TorchLstmUse = Literal["auto", "on", "off"]
@@ -32,10 +33,8 @@ class LstmCellWithProjection(nn.Module):
 
     ``torch_lstm`` picks the code path (see the module doc): "auto" takes torch's LSTM kernel on CUDA when both
     clips are null and no resets are asked for, "on" also on CPU, "off" never; otherwise the per-step loop
-    below runs.
+    below runs. It is this cell's own setting (``set_code_paths`` changes it on a built biLM).
     """
-
-    torch_lstm: TorchLstmUse = "auto"
 
     def __init__(
         self,
@@ -45,8 +44,10 @@ class LstmCellWithProjection(nn.Module):
         cell_clip: float | None,
         proj_clip: float | None,
         forget_bias: float = 1.0,
+        torch_lstm: TorchLstmUse = "auto",
     ) -> None:
         super().__init__()
+        self.torch_lstm = torch_lstm
         self.input_size, self.cell_size, self.projection_size = input_size, cell_size, projection_size
         self.cell_clip, self.proj_clip, self.forget_bias = cell_clip, proj_clip, forget_bias
         self.input_linearity = nn.Linear(input_size, 4 * cell_size)  # x_t part of W_0, and B
@@ -127,7 +128,8 @@ class ElmoLstm(nn.Module):
 
     Stateless (default): every call starts from zero state, so a sentence gives the same outputs alone or in
     any batch. Stateful: the final (h, c) of every row is the initial state of the same row in the next
-    call, exactly as the reference implementation does.
+    call, exactly as the reference implementation does. ``torch_lstm``: every cell's code path
+    (``LstmCellWithProjection``).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class ElmoLstm(nn.Module):
         use_skip_connections: bool,
         stateful: bool = False,
         dropout: float = 0.0,
+        torch_lstm: TorchLstmUse = "auto",
     ) -> None:
         super().__init__()
         if input_size != projection_size and n_layers > 1 and use_skip_connections:
@@ -152,7 +155,9 @@ class ElmoLstm(nn.Module):
         def stack() -> Layers[LstmCellWithProjection]:
             sizes = [input_size] + [projection_size] * (n_layers - 1)
             return Layers(
-                LstmCellWithProjection(size, cell_size, projection_size, cell_clip, proj_clip)
+                LstmCellWithProjection(
+                    size, cell_size, projection_size, cell_clip, proj_clip, torch_lstm=torch_lstm
+                )
                 for size in sizes
             )
 
@@ -322,12 +327,5 @@ def _torch_lstm_recurrence(
     inputs (N, I) packed time-major rows sorted by length; state h (B, P), c (B, C) in the same row order.
     Returns outputs (N, P) and every row's final state.
     """
-    h0, c0 = state
-    sizes = torch.tensor(batch_sizes, dtype=torch.int64)  # the kernel wants them on the CPU
-    weights = _torch_lstm_weights(cell)
-    # _VF.lstm over PackedSequence data: (data, batch_sizes, hx, weights, has_biases, num_layers, dropout,
-    # train, bidirectional); hx is (layers * directions, B, P) and (layers * directions, B, C).
-    out, h, c = torch._VF.lstm(
-        inputs, sizes, (h0[None].contiguous(), c0[None].contiguous()), weights, True, 1, 0.0, False, False
-    )
-    return out, (h[0], c[0])
+    out, h, c = packed_lstm(inputs, batch_sizes, *state, _torch_lstm_weights(cell))
+    return out, (h, c)

@@ -13,7 +13,7 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
 from ner_app.config.schema import BilmShape
 from ner_app.errors import NerAppError
-from ner_app.files import read_json
+from ner_app.files import read_json, write_text
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_OPTIONS_BYTES, check_size
 
 
@@ -179,7 +179,5 @@ def read_options(path: str | Path) -> BilmOptions:
 
 
 def write_options(options: BilmOptions, path: str | Path) -> None:
-    """Write options.json (the released files' layout)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+    """Write options.json (the released files' layout), atomically."""
+    write_text(path, json.dumps(options.to_dict(), indent=2) + "\n")

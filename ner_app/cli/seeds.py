@@ -23,13 +23,12 @@ from typing import IO
 
 from ner_app.config.load import TrainConfig
 from ner_app.errors import NerAppError
+from ner_app.train.layer_store import published_generations
 from ner_app.train.metrics import RunMetrics
 
 MAX_SEEDS = 1000  # a sweep larger than this is a typo (1-10000 for 1-100)
 MAX_SEED = 2**32 - 1  # the range every RNG that ``seed`` seeds accepts
 _PART = re.compile(r"([0-9]{1,10})(?:-([0-9]{1,10}))?")  # ASCII digits; 10 of them pass 2**32
-# The line a run logs when its ELMo layer cache is filled (``ner_app.train.callbacks.LayerCacheFill``).
-CACHE_FILLED = "ELMo layer cache "
 
 
 class SeedsError(NerAppError):
@@ -167,7 +166,7 @@ class _Child:
 
     def __init__(self, run: SeedRun, command: list[str], env: dict[str, str], lock: threading.Lock) -> None:
         self.run, self.prefix, self.lock = run, f"seed{run.seed}| ", lock
-        self.cache_filled = threading.Event()  # set by its cache line, or when it ends
+        self.ended = False  # set once it ended and every line it wrote was shown
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert self.process.stdout is not None and self.process.stderr is not None
         self.readers = [threading.Thread(target=self._copy, args=(self.process.stdout, sys.stdout), daemon=True),
@@ -178,8 +177,6 @@ class _Child:
     def _copy(self, source: IO[bytes], target: IO[str]) -> None:
         for raw in iter(source.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if line.startswith(CACHE_FILLED):
-                self.cache_filled.set()
             with self.lock:
                 target.write(f"{self.prefix}{line}\n")
                 target.flush()
@@ -189,8 +186,27 @@ class _Child:
         if code is not None:
             for reader in self.readers:  # every line it wrote is shown before its end is
                 reader.join()
-            self.cache_filled.set()
+            self.ended = True
         return code
+
+
+class _CacheGate:
+    """Open once the first seed's ELMo layer cache fill has finished: a manifest under the cache folder has a
+    generation it did not have before that seed started (every fill publishes one, ``LayerStore.publish``), or
+    the seed ended. Always open without a cache to fill."""
+
+    def __init__(self, cache_dir: str | None) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.before = published_generations(self.cache_dir) if self.cache_dir else {}
+        self.first: _Child | None = None
+        self._open = self.cache_dir is None
+
+    def is_open(self) -> bool:
+        if not self._open and self.first is not None:
+            assert self.cache_dir is not None
+            published = published_generations(self.cache_dir)
+            self._open = self.first.ended or any(self.before.get(k) != g for k, g in published.items())
+        return self._open or self.first is None
 
 
 def child_command(config: str, overrides: Sequence[str], run: SeedRun) -> list[str]:
@@ -209,21 +225,18 @@ def run_in_parallel(runs: Sequence[SeedRun], config: str, overrides: Sequence[st
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
     cfg = runs[0].cfg
-    fills_cache = cfg.elmo.enabled and bool(cfg.elmo.cache_dir)
+    gate = _CacheGate(cfg.elmo.cache_dir if cfg.elmo.enabled else None)
     todo = [r for r in runs if r.state != "finished"]
     for index, run in enumerate(runs, 1):
         announce(run, index, len(runs))
     lock, running, failed = threading.Lock(), list[_Child](), list[tuple[int, int]]()
-    first: _Child | None = None
     try:
         while todo or running:
-            gate_open = first is None or not fills_cache or first.cache_filled.is_set()
-            while todo and len(running) < parallel and gate_open and not failed:
+            while todo and len(running) < parallel and gate.is_open() and not failed:
                 run = todo.pop(0)
                 child = _Child(run, child_command(config, overrides, run), env, lock)
                 running.append(child)
-                first = first or child
-                gate_open = not fills_cache or first.cache_filled.is_set()
+                gate.first = gate.first or child
             if failed and not running:
                 break
             time.sleep(0.1)

@@ -13,14 +13,15 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, token_to_ids
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.pretrain.heldout import IGNORE, read_lines, split_documents
+from ner_app.pretrain.batches import IGNORE, DirectionWindow, TrainingBatch
+from ner_app.pretrain.documents import read_documents
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
@@ -60,7 +61,7 @@ def read_corpus(
     """One sentence per line, tokens separated by whitespace; blank lines separate documents.
 
     ``documents`` [first, stop) keeps only those documents of ``path`` (0-based, in file order); ``extra``
-    files (sentence lines or CoNLL, ``heldout.split_documents``) add their documents after it. Reads line by
+    files (sentence lines or CoNLL, ``documents.read_documents``) add their documents after it. Reads line by
     line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries included).
     Raises NerAppError or MissingFileError with the path in the message.
     """
@@ -106,7 +107,7 @@ def read_corpus(
     except OSError as err:
         raise MissingFileError(f"{path}: cannot read corpus: {err.strerror or err}") from None
     for extra_path in [] if full else extra:
-        for document in split_documents(read_lines(extra_path, "extra training text"), str(extra_path)):
+        for document in read_documents(extra_path, what="extra training text"):
             new_document()
             if any(add(words) for words in document):
                 break
@@ -257,31 +258,31 @@ class StreamBatches:
         assert self._cache is not None
         return torch.from_numpy(self._cache[2][:, start + shift : stop + shift].copy())
 
-    def batch(self, epoch: int, k: int) -> dict[str, Any]:
+    def batch(self, epoch: int, k: int) -> TrainingBatch:
         """Window k of an epoch: forward columns [kT, (k+1)T), backward the k-th T columns from the end."""
         streams, s, t = self.streams(epoch), self.stream_length, self.unroll_steps
-        fwd = self.window(streams, k * t, min(s, (k + 1) * t))
-        bwd = self.window(streams, max(0, s - (k + 1) * t), s - k * t)
+        forward_span, backward_span = (k * t, min(s, (k + 1) * t)), (max(0, s - (k + 1) * t), s - k * t)
+        fwd, bwd = self.window(streams, *forward_span), self.window(streams, *backward_span)
         return {
-            "forward": {
-                "char_ids": fwd["char_ids"],
-                "targets": fwd["forward_targets"],
-                "mask": fwd["mask"],
-                "resets": fwd["forward_resets"],
-                "document_resets": self.document_resets(epoch, k * t, min(s, (k + 1) * t), 1),
-            },
-            "backward": {
-                "char_ids": bwd["char_ids"],
-                "targets": bwd["backward_targets"],
-                "mask": bwd["mask"],
-                "resets": bwd["backward_resets"],
-                "document_resets": self.document_resets(epoch, max(0, s - (k + 1) * t), s - k * t, 2),
-            },
+            "forward": self._direction(fwd, "forward", self.document_resets(epoch, *forward_span, 1)),
+            "backward": self._direction(bwd, "backward", self.document_resets(epoch, *backward_span, 2)),
             "epoch": epoch,
             "window": k,
         }
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    @staticmethod
+    def _direction(
+        window: dict[str, torch.Tensor], direction: str, documents: torch.Tensor | None
+    ) -> DirectionWindow:
+        return {
+            "char_ids": window["char_ids"],
+            "targets": window[f"{direction}_targets"],
+            "mask": window["mask"],
+            "resets": window[f"{direction}_resets"],
+            "document_resets": documents,
+        }
+
+    def __iter__(self) -> Iterator[TrainingBatch]:
         epoch, start = self._epoch, self._start
         for k in range(start, len(self)):
             if k == len(self) - 1:  # Lightning ends an epoch by its length, without exhausting the iterator

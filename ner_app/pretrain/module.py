@@ -16,8 +16,10 @@ from ner_app.bilm.document import context_layers
 from ner_app.bilm.lstm import State
 from ner_app.bilm.options import BilmOptions
 from ner_app.errors import NerAppError
-from ner_app.pretrain.heldout import IGNORE
+from ner_app.pretrain.batches import IGNORE, EvaluationBatch, TrainingBatch
+from ner_app.pretrain.metrics import Perplexity
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
+from ner_app.runtime.lightning_compat import attached_trainer
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 
 
@@ -60,7 +62,7 @@ class BilmLanguageModel(pl.LightningModule):
         self.output_dropout = nn.Dropout(dropout)  # on the top layer, before the softmax
         self.states: dict[str, list[State] | None] = {"forward": None, "backward": None}
         self._val: dict[int, Sums] = {}  # this process's validation batches by index
-        self.perplexity: dict[str, float] | None = None  # the last validation's result
+        self.perplexity: Perplexity | None = None  # the last validation's result
 
     # ------------------------------------------------------------------------------------ training
     def embed(self, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -94,10 +96,11 @@ class BilmLanguageModel(pl.LightningModule):
         top = stack[-1][0].view(steps, batch, -1).transpose(0, 1)  # (B, T, P)
         return top.flip(1) if direction == "backward" else top
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: TrainingBatch, batch_idx: int) -> torch.Tensor:
         if batch["window"] == 0:  # a new epoch packs new streams
             self.states = {"forward": None, "backward": None}
         fwd, bwd = batch["forward"], batch["backward"]
+        windows = {"forward": fwd, "backward": bwd}
         # While frozen, the biLM runs without a graph: its weights get no gradient (the optimiser skips them,
         # Adagrad's accumulators included) and the step skips the biLM's backward.
         frozen = self.global_step < self.hparams["frozen_bilm_steps"]
@@ -110,15 +113,15 @@ class BilmLanguageModel(pl.LightningModule):
                 # without sentence resets the state still starts from zero at each document (the stream of
                 # document-context ELMo, docs/document_context.md)
                 resets = (
-                    batch[direction]["resets"]
+                    windows[direction]["resets"]
                     if self.hparams["sentence_reset"]
-                    else batch[direction].get("document_resets")
+                    else windows[direction]["document_resets"]
                 )
                 tops[direction] = self.direction_top(direction, inputs, resets)
         losses = {}
         for direction in ("forward", "backward"):
             top = self.output_dropout(tops[direction])
-            targets = batch[direction]["targets"]
+            targets = windows[direction]["targets"]
             valid = targets != IGNORE
             losses[direction] = self.softmax.sampled_loss(top[valid], targets[valid])
         loss = (losses["forward"] + losses["backward"]) / 2
@@ -156,7 +159,9 @@ class BilmLanguageModel(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         mine = checkpoint  # a load outside a Trainer (inspection) takes rank 0's states
-        if self._trainer is not None and (self.trainer.world_size > 1 or "process_states" in checkpoint):
+        if attached_trainer(self) is not None and (
+            self.trainer.world_size > 1 or "process_states" in checkpoint
+        ):
             world, processes = self.trainer.world_size, checkpoint.get("process_states", [checkpoint])
             if len(processes) != world:
                 raise NerAppError(
@@ -169,7 +174,7 @@ class BilmLanguageModel(pl.LightningModule):
             restore_rng_states(mine["rng_states"], {"softmax_sampler": self.softmax.sampler.generator})
 
     # ---------------------------------------------------------------------------------- evaluation
-    def sentence_nll(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def sentence_nll(self, batch: EvaluationBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact NLL of every prediction of a ``sentence_batches`` or ``document_batches`` batch: forward
         (N_f,), backward (N_b,)."""
         if "contexts" in batch:  # each sentence's positions in its document's stream, read from zero state
@@ -186,7 +191,7 @@ class BilmLanguageModel(pl.LightningModule):
         bwd = self.softmax.full_nll(top[:, 1:, p:][bwd_valid], targets[:, :-1][bwd_valid])
         return fwd, bwd
 
-    def batch_sums(self, batch: dict[str, Any]) -> Sums:
+    def batch_sums(self, batch: EvaluationBatch) -> Sums:
         """(forward NLL sum, predictions, backward NLL sum, predictions) of one batch, the sums in float64."""
         fwd, bwd = self.sentence_nll(batch)
         return fwd.double().sum().item(), len(fwd), bwd.double().sum().item(), len(bwd)
@@ -194,7 +199,7 @@ class BilmLanguageModel(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val = {}
 
-    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+    def validation_step(self, batch: EvaluationBatch, batch_idx: int) -> None:
         if batch["index"] >= 0:  # -1: a filler of shard_batches
             self._val[int(batch["index"])] = self.batch_sums(batch)
 
@@ -216,13 +221,19 @@ class BilmLanguageModel(pl.LightningModule):
 Sums = tuple[float, int, float, int]  # forward NLL sum, predictions, backward NLL sum, predictions
 
 
-def combine(parts: dict[int, Sums]) -> dict[str, float]:
+def combine(parts: dict[int, Sums]) -> Perplexity:
     """Perplexities of per-batch sums, added in batch order (the same additions on any number of processes)."""
     fwd_sum, bwd_sum, count = 0.0, 0.0, 0
     for index in sorted(parts):
         f, n, b, _ = parts[index]
         fwd_sum, bwd_sum, count = fwd_sum + f, bwd_sum + b, count + n
-    return {**perplexities(fwd_sum / count, bwd_sum / count), "predicted_tokens": count}
+    ppl = perplexities(fwd_sum / count, bwd_sum / count)
+    return {
+        "forward": ppl["forward"],
+        "backward": ppl["backward"],
+        "mean": ppl["mean"],
+        "predicted_tokens": count,
+    }
 
 
 def _distributed() -> bool:

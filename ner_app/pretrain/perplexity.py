@@ -12,23 +12,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import h5py
-import numpy as np
 import pytorch_lightning as pl
-import torch
 
 from ner_app.bilm.options import read_options
-from ner_app.bilm.weights import WeightFileError, load_weights, precheck_weights
+from ner_app.bilm.weights import load_weights, precheck_weights
 from ner_app.errors import MissingFileError
-from ner_app.pretrain.heldout import BatchIterable, context_batches, read_documents, shard_batches
+from ner_app.pretrain.batches import EvaluationBatch
+from ner_app.pretrain.documents import read_documents
+from ner_app.pretrain.heldout import BatchIterable, context_batches, shard_batches
+from ner_app.pretrain.metrics import Perplexity
 from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.softmax_file import SOFTMAX_FILE, load_softmax
 from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.runtime.trainer import evaluation_trainer
 
 
 def evaluate(
-    module: BilmLanguageModel, batches: list[dict[str, Any]], trainer: pl.Trainer | None = None
-) -> dict[str, float]:
+    module: BilmLanguageModel, batches: list[EvaluationBatch], trainer: pl.Trainer | None = None
+) -> Perplexity:
     """Exact perplexity of held-out batches (``heldout.context_batches``) through Lightning's validation loop:
     forward, backward, mean, and the predicted tokens per direction. Under DDP every process calls it with the
     same batches and validates its share; the per-batch sums are gathered and added in batch order, so the
@@ -44,7 +45,7 @@ def evaluate(
 def load_language_model(run_dir: str | Path) -> tuple[BilmLanguageModel, SoftmaxVocab]:
     """The two LMs of an exported run folder, in eval mode, and their vocabulary; one clear error per defect."""
     run_dir = Path(run_dir)
-    for name in ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"):
+    for name in ("options.json", "weights.hdf5", SOFTMAX_FILE, "vocab.txt"):
         if not (run_dir / name).is_file():
             raise MissingFileError(f"{run_dir / name}: no such file (expected a pretrain-bilm output folder)")
     options = read_options(run_dir / "options.json")
@@ -52,28 +53,7 @@ def load_language_model(run_dir: str | Path) -> tuple[BilmLanguageModel, Softmax
     vocab = SoftmaxVocab.load(run_dir / "vocab.txt")
     module = BilmLanguageModel(options.to_dict(), len(vocab), num_sampled=1, dropout=0.0)
     load_weights(module.bilm, run_dir / "weights.hdf5")
-    path = run_dir / "softmax.hdf5"
-    expected = {"softmax/W": (len(vocab), options.projection_dim), "softmax/b": (len(vocab),)}
-    try:
-        f = h5py.File(path, "r")
-    except OSError as err:
-        raise WeightFileError(f"{path}: not an HDF5 file (expected softmax/W and softmax/b): {err}") from None
-    with f:
-        arrays = {}
-        for name, shape in expected.items():
-            if name not in f or not isinstance(f[name], h5py.Dataset):
-                raise WeightFileError(f"{path}: missing dataset '{name}' (expected shape {shape})")
-            if tuple(f[name].shape) != shape:
-                raise WeightFileError(
-                    f"{path}: dataset '{name}' has shape {tuple(f[name].shape)}, expected {shape} "
-                    "from vocab.txt and options.json"
-                )
-            arrays[name] = np.asarray(f[name][...], dtype=np.float32)
-            if not np.isfinite(arrays[name]).all():
-                raise WeightFileError(f"{path}: dataset '{name}' holds NaN or infinite values")
-    with torch.no_grad():
-        module.softmax.W.copy_(torch.from_numpy(arrays["softmax/W"]))
-        module.softmax.b.copy_(torch.from_numpy(arrays["softmax/b"]))
+    load_softmax(module.softmax, run_dir / SOFTMAX_FILE)
     return module.eval(), vocab
 
 

@@ -8,13 +8,10 @@ of the held-out batches, and global rank 0 alone writes files.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-import h5py
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping
@@ -23,18 +20,15 @@ from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_weights, save_bilm
 from ner_app.config.checks import check_pretrain_config
 from ner_app.config.load import BilmPretrainConfig, config_to_dict, save_config
-from ner_app.files import atomic_path, write_text
+from ner_app.files import atomic_path
+from ner_app.pretrain.batches import TrainingBatch
 from ner_app.pretrain.data import StreamBatches, TrainingText, read_corpus
-from ner_app.pretrain.heldout import (
-    BatchIterable,
-    Document,
-    context_batches,
-    first_sentences,
-    read_documents,
-    shard_batches,
-)
+from ner_app.pretrain.documents import Document, first_sentences, read_documents
+from ner_app.pretrain.heldout import BatchIterable, context_batches, shard_batches
+from ner_app.pretrain.metrics import HeldoutScores, Perplexity, PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
+from ner_app.pretrain.softmax_file import SOFTMAX_FILE, save_softmax
 from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.runtime.checkpoint import load_checkpoint
 from ner_app.runtime.finite import FiniteGuard
@@ -103,20 +97,20 @@ def _pretrain(cfg: BilmPretrainConfig, run_dir: Path, last: Path, resume: bool) 
                 ckpt_path=str(last) if resume else None, weights_only=True)  # fmt: skip
     _save_last(trainer, last)
     best_step = _load_best(module, best) if stopping else None
-    results: dict[str, dict[str, dict[str, float]]] = {path: {mode: evaluate(module, context_batches(docs, vocab, mode, t.eval_batch_size), trainer)
+    results: dict[str, dict[str, Perplexity]] = {path: {mode: evaluate(module, context_batches(docs, vocab, mode, t.eval_batch_size), trainer)
                       for mode in d.heldout_contexts} for path, docs in heldout.items()}  # fmt: skip
     if not trainer.is_global_zero:
         return {}
     save_bilm(module.bilm, run_dir)
-    save_softmax(module, run_dir / "softmax.hdf5")
+    save_softmax(module.softmax, run_dir / SOFTMAX_FILE)
     return _write_metrics(cfg, run_dir, trainer, train, len(vocab), throughput, best_step, heldout, results)
 
 
-def _rows(batch: dict[str, Any]) -> int:
+def _rows(batch: TrainingBatch) -> int:
     return len(batch["forward"]["mask"])
 
 
-def _tokens(batch: dict[str, Any]) -> int:
+def _tokens(batch: TrainingBatch) -> int:
     return int(
         batch["forward"]["mask"].sum()
     )  # stream tokens of one direction (each direction reads them all)
@@ -177,12 +171,13 @@ def _validation(
 
 def _save_last(trainer: pl.Trainer, last: Path) -> None:
     """The run's true end, so that --resume with a larger max_steps continues from here. Every process builds
-    the checkpoint (its streams' states are gathered); rank 0 writes it and renames it into place."""
-    tmp = last.with_name("last.ckpt.tmp")
+    the checkpoint (its streams' states are gathered); rank 0 writes it, by one atomic rename."""
     # The full state that --resume needs; said explicitly, so Lightning does not log its default.
-    trainer.save_checkpoint(tmp, weights_only=False)
     if trainer.is_global_zero:
-        os.replace(tmp, last)
+        with atomic_path(last) as tmp:
+            trainer.save_checkpoint(tmp, weights_only=False)
+    else:  # its share of the state: Lightning writes on rank 0 only
+        trainer.save_checkpoint(last, weights_only=False)
 
 
 def _load_best(module: BilmLanguageModel, best: MovableCheckpoint) -> int | None:
@@ -194,14 +189,6 @@ def _load_best(module: BilmLanguageModel, best: MovableCheckpoint) -> int | None
     return int(checkpoint.get("global_step", 0))
 
 
-def save_softmax(module: BilmLanguageModel, path: Path) -> None:
-    """``softmax.hdf5``: group ``softmax`` with ``W`` (V, P) and ``b`` (V,), float32 (the reference's LM head)."""
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        group = f.create_group("softmax")
-        group.create_dataset("W", data=module.softmax.W.detach().float().cpu().numpy())
-        group.create_dataset("b", data=module.softmax.b.detach().float().cpu().numpy())
-
-
 def _write_metrics(
     cfg: BilmPretrainConfig,
     run_dir: Path,
@@ -211,30 +198,34 @@ def _write_metrics(
     throughput: TrainingThroughput,
     best_step: int | None,
     heldout: dict[str, list[Document]],
-    results: dict[str, dict[str, dict[str, float]]],
+    results: dict[str, dict[str, Perplexity]],
 ) -> dict[str, Any]:
-    """metrics.json: steps, passes over the corpus, stream tokens per second (a step reads B x T tokens in each
-    direction on every process), and every held-out perplexity."""
+    """metrics.json (``PretrainMetrics``), returned as the dict it holds."""
     rate = throughput.rate()
     first = cfg.data.heldout_contexts[0]
-    metrics: dict[str, Any] = {
-        "steps": trainer.global_step,
-        "epochs": round(train.position[0] + train.position[1] / len(train), 4),
-        "processes": trainer.world_size,
-        "train_tokens_per_s": rate[0] if rate else None,
-        "train_tokens_timed": rate[1] if rate else 0,
-        "vocab_size": vocab_size,
-        "parameters": bilm_options(cfg).num_parameters(),
-        "exported_step": best_step if best_step is not None else trainer.global_step,
-        "heldout": {},
-    }
+    scores = {}
     for path, by_mode in results.items():
-        metrics["heldout"][Path(path).name] = {
-            "path": str(path), "sentences": sum(len(doc) for doc in heldout[path]),
-            "documents": len(heldout[path]), "context": first, **by_mode[first], "contexts": by_mode,
-        }  # fmt: skip
+        documents = heldout[path]
+        scores[Path(path).name] = HeldoutScores(
+            path=str(path),
+            sentences=sum(len(doc) for doc in documents),
+            documents=len(documents),
+            context=first,
+            contexts=by_mode,
+        )
         for mode, result in by_mode.items():
             log.info("held-out %s (%s context): perplexity forward %.2f backward %.2f mean %.2f", path, mode,
                      result["forward"], result["backward"], result["mean"])  # fmt: skip
-    write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
-    return metrics
+    metrics = PretrainMetrics(
+        steps=trainer.global_step,
+        epochs=round(train.position[0] + train.position[1] / len(train), 4),
+        processes=trainer.world_size,
+        train_tokens_per_s=rate[0] if rate else None,
+        train_tokens_timed=rate[1] if rate else 0,
+        vocab_size=vocab_size,
+        parameters=bilm_options(cfg).num_parameters(),
+        exported_step=best_step if best_step is not None else trainer.global_step,
+        heldout=scores,
+    )
+    metrics.save(run_dir)
+    return metrics.to_dict()

@@ -6,7 +6,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN
-from ner_app.errors import MissingFileError, NerAppError
+from ner_app.errors import NerAppError
+from ner_app.files import write_text
+from ner_app.text.lines import read_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)  # ids 0, 1, 2, as in the reference vocab files
@@ -45,18 +47,12 @@ class SoftmaxVocab:
         return cls([*SPECIALS, *words[: size - len(SPECIALS)]])
 
     def save(self, path: str | Path) -> None:
-        """``vocab.txt``: one token per line, the reference's format."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{t}\n" for t in self.tokens), encoding="utf-8")
+        """``vocab.txt``: one token per line, the reference's format; written atomically."""
+        write_text(path, "".join(f"{t}\n" for t in self.tokens))
 
     @classmethod
     def load(cls, path: str | Path) -> SoftmaxVocab:
-        path = Path(path)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as err:
-            raise MissingFileError(f"{path}: cannot read vocabulary: {err.strerror}") from None
+        lines = read_lines(path, "vocabulary")
         try:
             return cls([line.strip() for line in lines if line.strip()])
         except ValueError as err:

@@ -14,16 +14,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pytorch_lightning.callbacks import ModelCheckpoint
+from ner_app.runtime.lightning_compat import CheckpointUnderItsBaseKey
 
 
-class MovableCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose state follows the run folder to its new path on ``--resume``."""
-
-    def _generate_state_key(self, **kwargs: Any) -> str:
-        # Lightning files a callback's state under its class name: keep ModelCheckpoint's, so checkpoints
-        # written before this class existed resume with their best score, and the other way round.
-        return f"ModelCheckpoint{kwargs!r}"
+class MovableCheckpoint(CheckpointUnderItsBaseKey):
+    """``ModelCheckpoint`` whose state follows the run folder to its new path on ``--resume``. Its state keeps
+    ``ModelCheckpoint``'s key, so checkpoints written before this class existed resume with their best score,
+    and the other way round."""
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         old, new = state_dict.get("dirpath"), self.dirpath

@@ -26,6 +26,7 @@ from ner_app.config.schema import RESUMABLE, BilmPretrainConfig, TrainConfig, ke
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import atomic_path
 from ner_app.runtime.checkpoint import load_checkpoint
+from ner_app.runtime.lightning_compat import CsvWriter, logger_writer, set_logger_writer
 
 LOCK = ".lock"
 IDENTITY_KEY = "ner_app_run"  # checkpoint entry: the run's config and data fingerprint
@@ -216,7 +217,7 @@ class RunIdentity(Callback):
         checkpoint[IDENTITY_KEY] = self.identity
 
 
-class _KeepingWriter(ExperimentWriter):
+class _KeepingWriter(CsvWriter):
     """Lightning's CSV writer deletes an existing ``metrics.csv``; this one keeps its rows before ``keep_below``
     (the resumed checkpoint's global step: later rows were logged after it and are logged again)."""
 
@@ -224,10 +225,10 @@ class _KeepingWriter(ExperimentWriter):
         self._keep_below = keep_below
         super().__init__(log_dir)
 
-    def _check_log_dir_exists(self) -> None:
+    def prepare_metrics_file(self) -> None:
         path = Path(self.metrics_file_path)
         if self._keep_below is None or not path.is_file():
-            super()._check_log_dir_exists()
+            super().prepare_metrics_file()
             return
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -250,8 +251,9 @@ class ResumableCSVLogger(CSVLogger):
     @property
     @rank_zero_experiment  # as CSVLogger's: under DDP only rank 0 trims and writes metrics.csv (two would race)
     def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
+        writer = logger_writer(self)
+        if writer is None:
             os.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _KeepingWriter(self.log_dir, self._keep_below)
-        assert isinstance(self._experiment, ExperimentWriter)
-        return self._experiment
+            writer = _KeepingWriter(self.log_dir, self._keep_below)
+            set_logger_writer(self, writer)
+        return writer

@@ -11,6 +11,8 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.callbacks import ThroughputMonitor
 from pytorch_lightning.trainer.states import RunningStage
 
+from ner_app.runtime.lightning_compat import shift_stage_start, stage_throughput
+
 
 class TrainingThroughput(ThroughputMonitor):
     """Lightning's monitor over training batches only: it logs ``train/device/samples_per_sec`` and
@@ -39,8 +41,8 @@ class TrainingThroughput(ThroughputMonitor):
 
     @rank_zero_only
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._paused is not None and RunningStage.TRAINING in self._t0s:
-            self._t0s[RunningStage.TRAINING] += time.perf_counter() - self._paused
+        if self._paused is not None:
+            shift_stage_start(self, RunningStage.TRAINING, time.perf_counter() - self._paused)
         self._paused = None
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -52,8 +54,8 @@ class TrainingThroughput(ThroughputMonitor):
     def rate(self) -> tuple[float, int] | None:
         """(items per second, items timed) over the whole training run on every process; None on ranks other
         than 0 or before a batch was timed."""
-        throughput = self._throughputs.get(RunningStage.TRAINING)
-        if throughput is None or not throughput._time:
+        throughput = stage_throughput(self, RunningStage.TRAINING)
+        if throughput is None:
             return None
         done = throughput.compute()
         seconds, items = float(done["time"]), int(done.get("lengths", 0))

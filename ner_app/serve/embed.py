@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -24,8 +25,10 @@ from ner_app.bilm.document import (
 )
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path, check_free_space
-from ner_app.progress import progress_bar, track
+from ner_app.progress import progress_bar
 from ner_app.text.batching import budget_batches
+from ner_app.text.lines import read_lines
+from ner_app.text.runs import id_runs
 from ner_app.text.tokenizer import Token, tokenize
 
 Precision = Literal["fp32", "bf16"]
@@ -43,21 +46,16 @@ def inference_autocast(device: str, precision: Precision) -> AbstractContextMana
 def read_sentences(
     path: str | Path, tokenize_lines: bool = False
 ) -> tuple[list[list[str]], list[list[Token]]]:
-    """One sentence per line, tokens separated by single spaces (or, ``tokenize_lines``, raw text tokenised
-    like ``predict``, with its tokens' offsets as the second list); an empty line is an empty sentence."""
-    path = Path(path)
+    """One sentence per line (``read_lines``), tokens separated by single spaces (or, ``tokenize_lines``, raw
+    text tokenised like ``predict``, with its tokens' offsets as the second list); an empty line is an empty
+    sentence."""
     sentences, offsets = [], []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise NerAppError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
-            if tokenize_lines:
-                offsets.append(tokenize(line))
-                sentences.append([t.text for t in offsets[-1]])
-            else:
-                sentences.append(line.split(" ") if line else [])
+    for line in read_lines(path, "the input text"):
+        if tokenize_lines:
+            offsets.append(tokenize(line))
+            sentences.append([t.text for t in offsets[-1]])
+        else:
+            sentences.append(line.split(" ") if line else [])
     return sentences, offsets
 
 
@@ -72,19 +70,123 @@ def length_batches(
 
 def line_documents(sentences: list[list[str]]) -> list[range]:
     """Documents of an ``embed`` input: runs of consecutive non-empty lines (an empty line ends one)."""
-    documents, start = [], None
-    for i, sentence in enumerate([*sentences, []]):
-        if sentence and start is None:
-            start = i
-        elif not sentence and start is not None:
-            documents.append(range(start, i))
-            start = None
-    return documents
+    ids, document = [], 0
+    for sentence in sentences:
+        document += not sentence
+        ids.append(document if sentence else None)
+    return id_runs(ids)
 
 
 def hdf5_size(floats_per_dataset: list[int]) -> int:
     """An upper bound of an hdf5 file's bytes for these float32 datasets (HDF5 adds under 1 KB each)."""
     return sum(4 * n + 1024 for n in floats_per_dataset) + (1 << 16)
+
+
+def check_context(bilm: BidirectionalLM, context: ContextMode) -> None:
+    """A stateful biLM carries its state across calls; a document stream starts from zero state."""
+    if context == "document" and bilm.stateful:
+        raise NerAppError(
+            "--stateful and --context document cannot be combined (a stream starts at zero state)"
+        )
+
+
+@dataclass(frozen=True)
+class LayerBatch:
+    """The biLM's layers of some input lines, as one call gave them: ``lines`` the input line of every row,
+    ``layers`` L+1 x (B, T+2, 2P) with <S>/</S>, ``mask`` (B, T+2) bool."""
+
+    lines: list[int]
+    layers: list[torch.Tensor]
+    mask: torch.Tensor
+
+
+def layer_batches(
+    bilm: BidirectionalLM,
+    sentences: list[list[str]],
+    batch_size: int,
+    device: str,
+    context: ContextMode = "sentence",
+    max_positions: int = MAX_POSITIONS,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
+) -> Iterator[LayerBatch]:
+    """The one document loop of ``embed``'s writers: every input line's layers, each line exactly once.
+
+    Sentence context: sentences batched by length (in input order for a stateful biLM, ``length_batches``).
+    Document context (docs/document_context.md): every run of non-empty lines is one document read as a
+    stream, streams batched by length (``max_tokens`` padded positions a call); each sentence comes as a batch
+    of one, its rows of its stream, and an empty line (no document) as the biLM's empty sentence. The caller
+    sets eval mode, inference mode and autocast."""
+    if context != "document":
+        lengths = [len(s) for s in sentences]
+        for batch in length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens):
+            result = bilm(batch_to_ids([list(sentences[i]) for i in batch]).to(device))
+            yield LayerBatch(batch, result.layers, result.mask)
+        return
+    check_context(bilm, context)
+    jobs: list[tuple[int, Stream]] = []  # (input line of a stream's first sentence, the stream)
+    for doc in line_documents(sentences):
+        contexts = document_contexts([sentences[i] for i in doc], max_positions)
+        jobs += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
+    for group in stream_batches([sum(len(s) + 2 for s in stream) for _, stream in jobs], max_tokens):
+        chosen = [jobs[g] for g in group]
+        for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
+            for k, rows in enumerate(layers):  # (L+1, n+2, 2P): one sentence with its <S> and </S>
+                mask = torch.ones(1, rows.shape[1], dtype=torch.bool, device=rows.device)  # (1, n+2)
+                yield LayerBatch([line + k], list(rows[:, None].unbind(0)), mask)
+    empty = [i for i, sentence in enumerate(sentences) if not sentence]
+    if empty:
+        result = bilm(batch_to_ids([[]]).to(device))
+        for line in empty:
+            yield LayerBatch([line], result.layers, result.mask)
+
+
+def write_lines(
+    bilm: BidirectionalLM,
+    input_path: str | Path,
+    output_path: str | Path,
+    write: Callable[[h5py.File, LayerBatch, list[list[str]]], None],
+    floats: Callable[[list[str]], int],
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool = True,
+    context: ContextMode = "sentence",
+    max_stream_positions: int = MAX_POSITIONS,
+    tokenize_lines: bool = False,
+    max_tokens: int | None = EMBED_MAX_TOKENS,
+    header: Callable[[h5py.File], None] | None = None,
+) -> int:
+    """The one embed reader: read the input lines (``read_sentences``), check the disk for ``floats`` float32
+    numbers a line, run ``layer_batches`` and let ``write`` put each batch into the hdf5 file (``header``
+    writes the file's attributes first); the file appears whole or not at all. Returns the number of lines."""
+    sentences, offsets = read_sentences(input_path, tokenize_lines)
+    check_free_space(output_path, hdf5_size([floats(s) for s in sentences]))
+    bilm = bilm.to(device).eval()
+    check_context(bilm, context)  # before the output file is opened
+    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+        if header is not None:
+            header(out)
+        bar = progress_bar(
+            len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
+        )
+        batches = layer_batches(
+            bilm, sentences, batch_size, device, context, max_stream_positions, max_tokens
+        )
+        for batch in batches:
+            write(out, batch, sentences)
+            bar.update(len(batch.lines))
+        bar.close()
+        add_token_attributes(out, offsets)
+    return len(sentences)
+
+
+def layers_of(batch: LayerBatch, sentences: Sequence[Sequence[str]]) -> Iterator[tuple[int, np.ndarray]]:
+    """(input line, its layers (L+1, n_tokens, 2P) float32 without <S>/</S>) of every row of ``batch``."""
+    stripped = [
+        remove_sentence_boundaries(layer, batch.mask)[0].float().cpu().numpy() for layer in batch.layers
+    ]
+    stacked = np.stack(stripped, axis=1)  # (B, L+1, T, 2P)
+    for row, line in enumerate(batch.lines):
+        yield line, stacked[row, :, : len(sentences[line])]
 
 
 @torch.inference_mode()
@@ -112,29 +214,26 @@ def embed_file(
     or stream alone; with a stateful biLM the rows' state follows the batches, so a batch the budget cuts
     short changes which state the next lines continue). Returns the count.
     """
-    sentences, offsets = read_sentences(input_path, tokenize_lines)
-    check_free_space(output_path, hdf5_size([bilm.num_layers * len(s) * bilm.output_dim for s in sentences]))
-    bilm = bilm.to(device).eval()
-    if context == "document":
-        if bilm.stateful:
-            raise NerAppError(
-                "--stateful and --context document cannot be combined (a stream starts at zero state)"
-            )
-        with inference_autocast(device, precision):
-            return _embed_documents(
-                bilm, sentences, offsets, output_path, max_stream_positions, progress, max_tokens
-            )
-    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
-        bar = progress_bar(
-            len(sentences), "embed", unit="sent", enabled=progress and len(sentences) >= 2 * batch_size
+
+    def write(out: h5py.File, batch: LayerBatch, sentences: list[list[str]]) -> None:
+        for line, layers in layers_of(batch, sentences):
+            out.create_dataset(str(line), data=layers)
+
+    with inference_autocast(device, precision):
+        return write_lines(
+            bilm,
+            input_path,
+            output_path,
+            write,
+            floats=lambda s: bilm.num_layers * len(s) * bilm.output_dim,
+            batch_size=batch_size,
+            device=device,
+            progress=progress,
+            context=context,
+            max_stream_positions=max_stream_positions,
+            tokenize_lines=tokenize_lines,
+            max_tokens=max_tokens,
         )
-        with inference_autocast(device, precision):
-            for index, layers in embed_sentences(bilm, sentences, batch_size, device, max_tokens):
-                out.create_dataset(str(index), data=layers)
-                bar.update(1)
-        bar.close()
-        add_token_attributes(out, offsets)
-    return len(sentences)
 
 
 @torch.inference_mode()
@@ -147,16 +246,9 @@ def embed_sentences(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(index, layers (L+1, n_tokens, 2P) float32 without <S>/</S>) for every sentence, batched by length
     (in input order for a stateful biLM, ``length_batches``); the caller sets autocast."""
-    lengths = [len(s) for s in sentences]
-    for batch in length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens):
-        result = bilm(batch_to_ids([list(sentences[i]) for i in batch]).to(device))
-        layers = []
-        for layer in result.layers:
-            stripped, _ = remove_sentence_boundaries(layer, result.mask)
-            layers.append(stripped.float().cpu().numpy())
-        stacked = np.stack(layers, axis=1)  # (B, L+1, T, 2P)
-        for row, index in enumerate(batch):
-            yield index, stacked[row, :, : len(sentences[index])]
+    listed = [list(s) for s in sentences]
+    for batch in layer_batches(bilm, listed, batch_size, device, max_tokens=max_tokens):
+        yield from layers_of(batch, listed)
 
 
 def add_token_attributes(out: h5py.File, offsets: list[list[Token]]) -> None:
@@ -166,34 +258,3 @@ def add_token_attributes(out: h5py.File, offsets: list[list[Token]]) -> None:
         item = out[str(index)]
         item.attrs["tokens"] = json.dumps([t.text for t in tokens], ensure_ascii=False)
         item.attrs["offsets"] = json.dumps([[t.start, t.end] for t in tokens])
-
-
-def _embed_documents(
-    bilm: BidirectionalLM,
-    sentences: list[list[str]],
-    offsets: list[list[Token]],
-    output_path: str | Path,
-    max_positions: int,
-    progress: bool,
-    max_tokens: int | None = EMBED_MAX_TOKENS,
-) -> int:
-    """``embed_file`` in document context: streams batched by length (``max_tokens`` padded positions a call),
-    each sentence's rows without <S>/</S>."""
-    jobs: list[tuple[int, Stream]] = []  # (input line of a stream's first sentence, the stream)
-    for doc in line_documents(sentences):
-        contexts = document_contexts([sentences[i] for i in doc], max_positions)
-        jobs += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
-    empty = np.zeros((bilm.num_layers, 0, bilm.output_dim), dtype=np.float32)
-    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
-        for i, sentence in enumerate(sentences):
-            if not sentence:
-                out.create_dataset(str(i), data=empty)
-        positions = [sum(len(s) + 2 for s in stream) for _, stream in jobs]
-        groups = list(stream_batches(positions, max_tokens))
-        for group in track(groups, "embed", unit="batch", enabled=progress and len(groups) >= 2):
-            chosen = [jobs[g] for g in group]
-            for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
-                for k, rows in enumerate(layers):  # (L+1, n+2, 2P)
-                    out.create_dataset(str(line + k), data=rows[:, 1:-1].float().cpu().numpy())
-        add_token_attributes(out, offsets)
-    return len(sentences)

@@ -12,22 +12,12 @@ from pathlib import Path
 
 import h5py
 import torch
-from tqdm import tqdm
 
 from ner_app.bilm.bilm import BidirectionalLM
-from ner_app.bilm.char_mapper import batch_to_ids
-from ner_app.bilm.document import MAX_POSITIONS, ContextMode, document_contexts, stream_batches, stream_layers
+from ner_app.bilm.document import MAX_POSITIONS, ContextMode
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_path, check_free_space
-from ner_app.serve.embed import (
-    EMBED_MAX_TOKENS,
-    add_token_attributes,
-    hdf5_size,
-    length_batches,
-    line_documents,
-    read_sentences,
-)
+from ner_app.serve.embed import EMBED_MAX_TOKENS, LayerBatch, write_lines
 from ner_app.serve.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 
 
@@ -94,61 +84,34 @@ def embed_outputs_file(
 ) -> int:
     """Write ``names`` of every input line (one per line, tokens split on single spaces, or raw text with
     ``tokenize_lines``, as ``embed`` reads them) to ``output_path``; a biLM call reads at most ``batch_size``
-    sentences and ``max_tokens`` padded positions, as ``embed_file``'s. Returns the number of lines."""
-    sentences, offsets = read_sentences(input_path, tokenize_lines)
-    widest = (bilm.num_layers + 1) * bilm.output_dim  # every named output of a token, at most
-    check_free_space(output_path, hdf5_size([len(names) * widest * max(len(s), 1) for s in sentences]))
-    bilm = bilm.to(device).eval()
+    sentences and ``max_tokens`` padded positions, as ``embed_file``'s. In document context each sentence's
+    rows of its stream are mixed on their own (docs/document_context.md). Returns the number of lines."""
     mix = mix.to(device)
-    if context == "document" and bilm.stateful:
-        raise NerAppError(
-            "--stateful and --context document cannot be combined (a stream starts at zero state)"
-        )
-    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+    widest = (bilm.num_layers + 1) * bilm.output_dim  # every named output of a token, at most
+
+    def header(out: h5py.File) -> None:
         out.attrs["outputs"] = ",".join(names)
         out.attrs["scalar_mix_parameters"] = mix.scalar_parameters.detach().cpu().numpy()
         out.attrs["gamma"] = float(mix.gamma)
         out.attrs["context"] = context
-        if context == "document":
-            _write_documents(bilm, sentences, out, names, mix, max_stream_positions, progress, max_tokens)
-        else:
-            lengths = [len(s) for s in sentences]
-            batches = length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens)
-            for batch in tqdm(batches, unit="batch", disable=not progress or len(batches) < 2):
-                result = bilm(batch_to_ids([sentences[i] for i in batch]).to(device))
-                outputs = hub_outputs_from_layers(result.layers, result.mask, mix)
-                for row, index in enumerate(batch):
-                    _write(out.create_group(str(index)), outputs, row, names)
-        add_token_attributes(out, offsets)
-    return len(sentences)
 
+    def write(out: h5py.File, batch: LayerBatch, sentences: list[list[str]]) -> None:
+        outputs = hub_outputs_from_layers(batch.layers, batch.mask, mix)
+        for row, line in enumerate(batch.lines):
+            _write(out.create_group(str(line)), outputs, row, names)
 
-def _write_documents(
-    bilm: BidirectionalLM,
-    sentences: list[list[str]],
-    out: h5py.File,
-    names: Sequence[str],
-    mix: ScalarMix,
-    max_positions: int,
-    progress: bool,
-    max_tokens: int | None = EMBED_MAX_TOKENS,
-) -> None:
-    """Document context (docs/document_context.md): each sentence's rows of its stream, mixed on their own."""
-    streams = []  # (input line of a stream's first sentence, the stream)
-    for doc in line_documents(sentences):
-        contexts = document_contexts([sentences[i] for i in doc], max_positions)
-        streams += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
-    groups = list(stream_batches([sum(len(s) + 2 for s in stream) for _, stream in streams], max_tokens))
-    for group in tqdm(groups, unit="batch", disable=not progress or len(groups) < 2):
-        chosen = [streams[g] for g in group]
-        for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
-            for k, rows in enumerate(layers):  # (L+1, n+2, 2P): one sentence with its <S> and </S>
-                mask = torch.ones(1, rows.shape[1], dtype=torch.bool, device=rows.device)  # (1, n+2)
-                outputs = hub_outputs_from_layers(list(rows[:, None].unbind(0)), mask, mix)
-                _write(out.create_group(str(line + k)), outputs, 0, names)
-    if any(not sentence for sentence in sentences):  # an empty line is no document: it is an empty sentence
-        result = bilm(batch_to_ids([[]]).to(next(bilm.parameters()).device))
-        empty = hub_outputs_from_layers(result.layers, result.mask, mix)
-        for i, sentence in enumerate(sentences):
-            if not sentence:
-                _write(out.create_group(str(i)), empty, 0, names)
+    return write_lines(
+        bilm,
+        input_path,
+        output_path,
+        write,
+        floats=lambda s: len(names) * widest * max(len(s), 1),
+        batch_size=batch_size,
+        device=device,
+        progress=progress,
+        context=context,
+        max_stream_positions=max_stream_positions,
+        tokenize_lines=tokenize_lines,
+        max_tokens=max_tokens,
+        header=header,
+    )

@@ -66,15 +66,12 @@ def trim_tail(char_ids: Tensor, width: int) -> Tensor:
 @contextmanager
 def untrimmed(cnn: CharCNN) -> Iterator[None]:
     """The char CNN without its own (int-valued) tail trim while a graph is traced; the graph trims instead."""
-    own = vars(cnn).get("trim_tail")  # an instance's own setting, if it has one
+    own = cnn.trim_tail
     cnn.trim_tail = False
     try:
         yield
     finally:
-        if own is None:
-            del cnn.trim_tail  # back to the class default
-        else:
-            cnn.trim_tail = own
+        cnn.trim_tail = own
 
 
 class BilmGraph(nn.Module):

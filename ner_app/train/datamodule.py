@@ -13,6 +13,7 @@ from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, encode_batch
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import batch_capacity, budget_batches, check_budget, cost
+from ner_app.text.runs import id_runs
 from ner_app.train.corpus import SPLITS, Corpus, Split
 from ner_app.train.layer_cache import LayerCache
 
@@ -267,9 +268,7 @@ class ConllDataModule(pl.LightningDataModule):
     def documents(self, split: str) -> list[range]:
         """The documents of a split as ranges of sentence indices: runs of consecutive sentences with one
         ``doc`` id (CoNLL ``-DOCSTART-`` blocks; a file without any is one document)."""
-        docs = self.splits[split].docs
-        starts = [i for i in range(len(docs)) if i == 0 or docs[i] != docs[i - 1]]
-        return [range(a, b) for a, b in zip(starts, [*starts[1:], len(docs)], strict=True)]
+        return id_runs(self.splits[split].docs)
 
     def train_dataloader(self) -> DataLoader:
         return self.dataloader("train", shuffle=True)

@@ -136,9 +136,11 @@ class LayerCache(LayerStore):
         """Append what ``batches`` computes with ``bilm``: (keys with their row counts, rows (N, L+1, 2P)) each.
 
         The generator runs here in eval and inference mode, after the biLM was checked to be this cache's
-        one; ``count`` is how many keys it will give (0: nothing to do). Returns ``count``.
+        one; ``count`` is how many keys it will give (0: nothing to compute, and the cache is published as it is,
+        which says that this fill is done: ``published_generations``). Returns ``count``.
         """
         if not count:
+            self.publish()
             return 0
         if bilm.stateful:
             raise LayerCacheError("a stateful biLM's layers depend on earlier batches; they cannot be cached")

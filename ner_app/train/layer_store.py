@@ -10,7 +10,9 @@ Layout of ``directory/<fingerprint[:32]>/``:
 Rows are staged elsewhere, then appended under an exclusive lock: the data file is fsynced, a new index
 generation written, and the manifest published LAST with ``os.replace``. A crash before that leaves the
 previous manifest in force: rows beyond it are ignored and overwritten by the next append. Anything that does
-not match the manifest is reported with a warning and the folder is rebuilt empty.
+not match the manifest is reported with a warning and the folder is rebuilt empty. Every fill ends with a
+publish, one that adds nothing included: a new ``generation`` in a manifest says that a fill has finished
+(``published_generations``; ``train --seeds --parallel`` waits for it).
 """
 
 from __future__ import annotations
@@ -187,7 +189,13 @@ class LayerStore:
             raise CacheInvalid("data file checksum mismatch (corrupted)")
         self._commit(index, entries, rows, crc, generation)
 
-    def _append(self, stage: BinaryIO, staged: list[tuple[bytes, int, int]]) -> None:
+    def publish(self) -> None:
+        """Publish the cache as it is under a new generation: a fill that had nothing to add says it is done."""
+        with self._locked():
+            self._open(verify=False)  # take in what another process published meanwhile
+            self._append(None, [])
+
+    def _append(self, stage: BinaryIO | None, staged: list[tuple[bytes, int, int]]) -> None:
         """Append staged rows not cached yet, then publish index and manifest (lock held)."""
         data_path = self.root / _DATA
         committed, crc, rows = self._rows * self._row_bytes, self._crc, self._rows
@@ -198,6 +206,7 @@ class LayerStore:
             for key, first, n in staged:
                 if key in index:
                     continue  # another process cached it meanwhile
+                assert stage is not None
                 stage.seek(first * self._row_bytes)
                 chunk = stage.read(n * self._row_bytes)
                 f.write(chunk)
@@ -234,3 +243,16 @@ class LayerStore:
         self._index, self._entries, self._rows, self._crc = index, entries, rows, crc
         self._generation = generation
         self._map()
+
+
+def published_generations(directory: str | Path) -> dict[str, int]:
+    """{fingerprint folder: generation of its manifest} for every cache under ``directory`` ({} if none yet);
+    -1 for a manifest that cannot be read. A changed generation is a finished fill (``LayerStore.publish``)."""
+    found = {}
+    for manifest in sorted(Path(directory).glob(f"*/{_MANIFEST}")):
+        try:
+            with open(manifest, "rb") as f:
+                found[manifest.parent.name] = int(json.loads(f.read(1 << 16))["generation"])
+        except (OSError, ValueError, KeyError, TypeError):
+            found[manifest.parent.name] = -1
+    return found

@@ -4,16 +4,16 @@ LSTM kernel for clip-free biLMs (on CPU here; on CUDA with the ``cuda`` marker),
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
 from ner_app.bilm import lstm as lstm_module
+from ner_app.bilm.bilm import set_code_paths
 from ner_app.bilm.char_cnn import CharCNN, trim_constant_tail
 from ner_app.bilm.char_mapper import batch_to_ids
-from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection
+from ner_app.bilm.lstm import ElmoLstm, LstmCellWithProjection, TorchLstmUse
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import load_bilm
 from ner_app.config.load import BilmPretrainConfig, load_config
@@ -23,17 +23,11 @@ from tests.helpers import REPO, TINY_OPTIONS, random_bilm, tiny_overrides, write
 SIZES = [4, 4, 3, 2, 2, 1]  # a packed batch of 4 rows with lengths 6, 5, 3, 2
 
 
-@pytest.fixture
-def switches() -> Iterator[None]:
-    """Restore the class-level path switches after a test."""
-    use, trim = LstmCellWithProjection.torch_lstm, CharCNN.trim_tail
-    yield
-    LstmCellWithProjection.torch_lstm, CharCNN.trim_tail = use, trim
-
-
-def random_cell(clip: float | None, seed: int = 0) -> LstmCellWithProjection:
+def random_cell(
+    clip: float | None, seed: int = 0, torch_lstm: TorchLstmUse = "auto"
+) -> LstmCellWithProjection:
     torch.manual_seed(seed)
-    cell = LstmCellWithProjection(6, 12, 5, clip, None if clip is None else 0.4)
+    cell = LstmCellWithProjection(6, 12, 5, clip, None if clip is None else 0.4, torch_lstm=torch_lstm)
     with torch.no_grad():
         for p in cell.parameters():
             p.uniform_(-1, 1)  # large enough that both clips and every gate matter
@@ -52,45 +46,43 @@ def run_cell(cell: LstmCellWithProjection, resets: torch.Tensor | None, seed: in
     return [out.detach(), h.detach(), c.detach(), *grads]
 
 
-def test_trimmed_char_cnn_is_exact(switches: None) -> None:
+def test_trimmed_char_cnn_is_exact() -> None:
     torch.manual_seed(0)
-    cnn = CharCNN(4, ((1, 4), (3, 8), (7, 8)))
+    cnn = CharCNN(4, ((1, 4), (3, 8), (7, 8)), trim_tail=False)
+    torch.manual_seed(0)
+    trimmed = CharCNN(4, ((1, 4), (3, 8), (7, 8)))  # the same weights, the default path
+    assert trimmed.trim_tail and not cnn.trim_tail
     words = [["the", "Internationalization", "a", ",", "x" * 60, "é"], ["b", "cd"]]
     ids = batch_to_ids(words)
     ids = ids[(ids > 0).any(-1)]  # (8, 50): the tokens
     for rows in ([0, 1, 2, 3, 5, 6, 7], [6, 7], [2], list(range(8))):
-        CharCNN.trim_tail = False
         full = cnn(ids[rows])
-        CharCNN.trim_tail = True
         # The same sums, but the conv kernel may block a shorter input differently: bit-equal on the Intel
         # Xeon, last-bit differences on an AMD EPYC (oneDNN picks per CPU and shape).
-        torch.testing.assert_close(cnn(ids[rows]), full, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(trimmed(ids[rows]), full, atol=1e-6, rtol=1e-6)
     assert trim_constant_tail(ids[[6, 7]], 7).shape == (2, 4 + 7)  # "cd" is <w> c d </w>: 4 ids + width
     assert trim_constant_tail(ids, 7).shape == (8, 50)  # a 50-id word keeps everything
     assert trim_constant_tail(ids[:0], 7).shape == (0, 50)
 
 
-def test_torch_lstm_path_is_the_cell_without_clips(switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_lstm_path_is_the_cell_without_clips(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     original = lstm_module._torch_lstm_recurrence
     monkeypatch.setattr(
         "ner_app.bilm.lstm._torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
     )
-    cell = random_cell(None)
-    LstmCellWithProjection.torch_lstm = "off"
-    loop = run_cell(cell, None)
+    loop = run_cell(random_cell(None, torch_lstm="off"), None)
     assert not calls
-    LstmCellWithProjection.torch_lstm = "on"
+    cell = random_cell(None, torch_lstm="on")  # the same weights
     kernel = run_cell(cell, None)
     assert calls
     for a, b in zip(loop, kernel, strict=True):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
     calls.clear()
-    run_cell(random_cell(0.5), None)  # clips: the kernel cannot compute them
+    run_cell(random_cell(0.5, torch_lstm="on"), None)  # clips: the kernel cannot compute them
     run_cell(cell, torch.tensor([i == 5 for i in range(sum(SIZES))]))  # a reset inside the sequence
     assert not calls
-    LstmCellWithProjection.torch_lstm = "auto"
-    run_cell(cell, None)
+    run_cell(random_cell(None), None)  # the default, "auto"
     assert not calls  # "auto" takes the kernel for CUDA inputs only, and these are on the CPU
 
 
@@ -98,7 +90,7 @@ def clip_free(options: BilmOptions = TINY_OPTIONS) -> BilmOptions:
     return BilmOptions(**{**options.__dict__, "cell_clip": None, "proj_clip": None})
 
 
-def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: None) -> None:
+def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry() -> None:
     bilm = random_bilm(clip_free())
     assert isinstance(bilm.lstm, ElmoLstm) and bilm.lstm.use_skip_connections
     batches = [
@@ -107,7 +99,7 @@ def test_torch_lstm_path_in_the_bilm_with_skips_and_stateful_carry(switches: Non
     ]
     results = {}
     for use in ("off", "on"):
-        LstmCellWithProjection.torch_lstm = use
+        set_code_paths(bilm, torch_lstm=use)
         bilm.stateful = True  # resets the carried state
         with torch.no_grad():
             results[use] = [layer for ids in batches for layer in bilm(ids).layers]
@@ -129,13 +121,13 @@ def run_windows(lstm: ElmoLstm, x: torch.Tensor, states: list | None) -> tuple[t
     ]
 
 
-def test_torch_lstm_path_trains_pretraining_windows_like_the_loop(switches: None) -> None:
+def test_torch_lstm_path_trains_pretraining_windows_like_the_loop() -> None:
     bilm = random_bilm(clip_free(), scale=0.3).train()
     lstm = bilm.lstm
     x = torch.randn(3, 7, lstm.projection_size)
     grads = {}
     for use in ("off", "on"):
-        LstmCellWithProjection.torch_lstm = use
+        set_code_paths(lstm, torch_lstm=use)
         lstm.zero_grad()
         first, states = run_windows(lstm, x[:, :4], None)
         second, _ = run_windows(lstm, x[:, 4:], states)
@@ -147,9 +139,7 @@ def test_torch_lstm_path_trains_pretraining_windows_like_the_loop(switches: None
 
 
 @pytest.mark.cuda
-def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(
-    switches: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     # cuDNN convolutions default to TF32 (10-bit mantissa) on Ampere and later: off, to compare fp32 with fp32
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
@@ -160,10 +150,10 @@ def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(
     )
     bilm = random_bilm(clip_free())
     ids = batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]])
-    LstmCellWithProjection.torch_lstm = "off"
+    set_code_paths(bilm, torch_lstm="off")
     with torch.no_grad():
         expected = bilm(ids).layers
-        LstmCellWithProjection.torch_lstm = "auto"  # CUDA and no clips: cuDNN
+        set_code_paths(bilm, torch_lstm="auto")  # CUDA and no clips: cuDNN
         found = bilm.cuda()(ids.cuda()).layers
     assert calls
     for a, b in zip(expected, found, strict=True):
@@ -198,3 +188,15 @@ def test_pretraining_without_clips_exports_null_clips(tmp_path: Path) -> None:
     assert lstm_options["cell_clip"] is None and lstm_options["proj_clip"] is None
     cell = load_bilm(run / "options.json", run / "weights.hdf5").lstm.forward_layers[0]
     assert cell.cell_clip is None and cell.proj_clip is None
+
+
+def test_code_paths_are_per_model_and_set_on_a_built_bilm() -> None:
+    """The switches are constructor arguments and instance settings: setting one biLM leaves another alone."""
+    one, other = TINY_OPTIONS.build(), TINY_OPTIONS.build()
+    set_code_paths(one, torch_lstm="off", trim_tail=False)
+    cells = [m for m in one.modules() if isinstance(m, LstmCellWithProjection)]
+    assert cells and all(c.torch_lstm == "off" for c in cells) and not one.token_encoder.char_cnn.trim_tail
+    assert all(c.torch_lstm == "auto" for c in other.modules() if isinstance(c, LstmCellWithProjection))
+    assert other.token_encoder.char_cnn.trim_tail
+    built = ElmoLstm(4, 6, 4, 2, None, None, True, torch_lstm="on")
+    assert {c.torch_lstm for c in built.modules() if isinstance(c, LstmCellWithProjection)} == {"on"}

@@ -19,13 +19,8 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import read_corpus
-from ner_app.pretrain.heldout import (
-    document_batches,
-    first_sentences,
-    read_documents,
-    sentence_batches,
-    split_documents,
-)
+from ner_app.pretrain.documents import first_sentences, read_documents, split_documents
+from ner_app.pretrain.heldout import document_batches, sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining

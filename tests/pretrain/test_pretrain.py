@@ -16,12 +16,15 @@ from ner_app.bilm.char_mapper import batch_to_ids, token_to_ids
 from ner_app.bilm.weights import load_bilm
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
+from ner_app.errors import NerAppError
 from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
-from ner_app.pretrain.heldout import read_sentences, sentence_batches
+from ner_app.pretrain.documents import read_sentences
+from ner_app.pretrain.heldout import sentence_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.softmax import Candidates, LogUniformSampler, SampledSoftmaxLoss
+from ner_app.pretrain.softmax_file import SOFTMAX_FILE, load_softmax, save_softmax
 from ner_app.pretrain.vocab import SPECIALS, UNK_ID, SoftmaxVocab
 from tests.helpers import REPO, tiny_overrides, write_grammar
 
@@ -87,6 +90,10 @@ def test_vocab_round_trip(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_text("a\nb\nc\n")
     with pytest.raises(ValueError, match="bad.txt: a softmax vocabulary must start with"):
         SoftmaxVocab.load(tmp_path / "bad.txt")
+    (tmp_path / "latin1.txt").write_bytes(b"<S>\n</S>\n<UNK>\ncaf\xe9\n")  # one line, no traceback
+    with pytest.raises(NerAppError, match=r"latin1.txt:4: byte 4 \(0xe9\) is not UTF-8"):
+        SoftmaxVocab.load(tmp_path / "latin1.txt")
+    assert not list(tmp_path.glob(".*.tmp"))  # saved by one atomic rename: no temporary file left
 
 
 def test_read_corpus(tmp_path: Path) -> None:
@@ -380,3 +387,21 @@ def test_cli_bad_corpus_path(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "/nonexistent/dev.txt: cannot read held-out text" in capsys.readouterr().err
     assert main(["pretrain-bilm", "--config", config, "--resume", f"output_dir={tmp_path / 'r'}"]) == 2
     assert "--resume: no checkpoint at" in capsys.readouterr().err
+
+
+def test_softmax_file_round_trip_and_refusals(tmp_path: Path) -> None:
+    """``softmax.hdf5`` has one owner: what ``save_softmax`` writes, ``load_softmax`` reads back exactly."""
+    torch.manual_seed(0)
+    written = SampledSoftmaxLoss(7, 4, num_sampled=3)
+    path = save_softmax(written, tmp_path / "run" / SOFTMAX_FILE)
+    assert path.name == "softmax.hdf5" and not list(path.parent.glob(".*.tmp"))
+    read = SampledSoftmaxLoss(7, 4, num_sampled=3, seed=1)
+    load_softmax(read, path)
+    assert torch.equal(read.W, written.W) and torch.equal(read.b, written.b)
+    with pytest.raises(NerAppError, match=r"dataset 'softmax/W' has shape \(7, 4\), expected \(8, 4\)"):
+        load_softmax(SampledSoftmaxLoss(8, 4, num_sampled=3), path)
+    with torch.no_grad():
+        written.b[2] = float("nan")
+    save_softmax(written, path)
+    with pytest.raises(NerAppError, match="dataset 'softmax/b' holds NaN or infinite values"):
+        load_softmax(read, path)

@@ -48,7 +48,10 @@ def test_embed_bad_input_is_one_clear_line(tmp_path, tiny_bilm_files):
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.strip() == f"error: {tmp_path / 'in.txt'}:2: not UTF-8 text (byte 4 of the line)"
+    assert result.stderr.strip() == (  # the line reader of predict, too (text/lines.py)
+        f"error: {tmp_path / 'in.txt'}:2: byte 5 (0xff) is not UTF-8; convert the input to UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)"
+    )
     assert not (tmp_path / "o.hdf5").exists()
 
 

@@ -17,7 +17,8 @@ import torch
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
-from ner_app.pretrain.heldout import read_sentences, sentence_batches, shard_batches
+from ner_app.pretrain.documents import read_sentences
+from ner_app.pretrain.heldout import sentence_batches, shard_batches
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining

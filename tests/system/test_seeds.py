@@ -14,7 +14,8 @@ import pytest
 
 import train
 from ner_app.cli.commands import main
-from ner_app.cli.seeds import SeedsError, parse_seeds
+from ner_app.cli.seeds import SeedsError, _CacheGate, parse_seeds
+from ner_app.train.layer_store import LayerStore
 from tests.helpers import one_error_line, train_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +107,29 @@ def test_seeds_skip_finished_continue_interrupted_and_print_the_compare_table(
     # A finished seed of another config does not stand in for this one.
     assert main(["train", *train_args(out, "optim.lr=0.5"), "--seeds", "1"]) == 2
     one_error_line(capsys, f"{out / 'seed1'}: holds a finished run of another config (optim.lr: 0.01 -> 0.5)")
+
+
+def test_the_parallel_gate_opens_on_a_published_manifest_not_on_a_log_line(tmp_path: Path) -> None:
+    """The seeds after the first wait until the first seed's fill published a cache generation (one that adds
+    nothing included), or until the first seed ended; without a cache to fill they never wait."""
+    assert _CacheGate(None).is_open()
+    cache = tmp_path / "cache"
+    LayerStore(cache, "a" * 64, 2, 4).publish()  # a cache from an earlier sweep
+    gate = _CacheGate(str(cache))
+    assert gate.is_open()  # no seed started yet: the first may go
+    first = type("Child", (), {"ended": False})()
+    gate.first = first  # type: ignore[assignment]
+    assert not gate.is_open()
+    LayerStore(cache, "a" * 64, 2, 4).publish()  # the first seed's fill, with nothing to add
+    assert gate.is_open()
+    late = _CacheGate(str(cache))
+    late.first = type("Child", (), {"ended": False})()  # type: ignore[assignment]
+    assert not late.is_open()
+    LayerStore(cache, "b" * 64, 2, 4).publish()  # a fresh cache of another biLM
+    assert late.is_open()
+    ended = _CacheGate(str(cache))
+    ended.first = type("Child", (), {"ended": True})()  # type: ignore[assignment]
+    assert ended.is_open()  # a first seed that failed before its fill opens the gate too
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import torch
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.elmo import Elmo
 from ner_app.train.layer_cache import LayerCache, bilm_fingerprint, sentence_key
+from ner_app.train.layer_store import published_generations
 from tests.helpers import random_bilm
 
 SENTENCES = [
@@ -102,6 +103,27 @@ def test_reopen_reads_without_recomputing(tmp_path: Path, bilm: torch.nn.Module)
     assert all(torch.equal(x, y) for x, y in zip(before, after, strict=True))
     worker = pickle.loads(pickle.dumps(again))  # how a DataLoader worker receives it
     assert torch.equal(worker.lookup(SENTENCES)[0][1], after[1])
+
+
+def test_every_fill_publishes_a_generation_even_one_that_adds_nothing(
+    tmp_path: Path, bilm: torch.nn.Module
+) -> None:
+    """A new manifest generation says a fill finished (``train --seeds --parallel`` waits for it); the rows and
+    what a lookup gives stay the same."""
+    assert published_generations(tmp_path) == {}
+    cache = open_cache(tmp_path, bilm)
+    cache.fill(SENTENCES, bilm)
+    first = published_generations(tmp_path)
+    assert list(first.values()) == [1] and list(first) == [cache.root.name]
+    before, _ = cache.lookup(SENTENCES)
+    again = open_cache(tmp_path, bilm)
+    assert again.fill(SENTENCES, bilm) == 0
+    assert published_generations(tmp_path) == {cache.root.name: 2}
+    assert sorted(p.name for p in cache.root.glob("index-*")) == ["index-2.bin"]
+    after, _ = open_cache(tmp_path, bilm).lookup(SENTENCES)
+    assert all(torch.equal(x, y) for x, y in zip(before, after, strict=True))
+    (cache.root / "manifest.json").write_text("{")
+    assert published_generations(tmp_path) == {cache.root.name: -1}
 
 
 def test_changed_weight_misses(tmp_path: Path, bilm: torch.nn.Module) -> None:
