@@ -12,7 +12,7 @@ from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
-from ner_app.text.conll import read_conll, write_predictions
+from ner_app.text.conll import read_conll, require_annotated, write_predictions
 from ner_app.text.tags import detect_scheme
 from ner_app.train.reports import entity_scores
 
@@ -26,6 +26,7 @@ def evaluate_file(
     sentences = read_conll(gold_path)
     if not sentences:
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
+    require_annotated(sentences, gold_path)
     gold = [s.tags for s in sentences]
     scheme = detect_scheme(gold)
     if scheme == "BIOES":  # conlleval's chunking knows B, I and O only

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ner_app.errors import NerAppError
 from ner_app.files import write_text
-from ner_app.text.tags import is_tag
+from ner_app.text.tags import UNKNOWN, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"
 # O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
@@ -51,6 +51,7 @@ def read_conll(path: str | os.PathLike[str]) -> list[Sentence]:
 
     ``-DOCSTART-`` lines start a new document (documents are numbered from 0) and are not sentences.
     Every token line must have the same number (>= 2) of whitespace-separated columns as the first one.
+    A tag ``-`` means "not annotated" (partial annotation, docs/data.md).
     Raises ``ConllFormatError`` on the first problem.
     """
     path = os.fspath(path)
@@ -104,9 +105,9 @@ def parse_conll(text: str, path: str) -> list[Sentence]:
                 f"found {len(fields)}: {raw.strip()!r}"
             )
         tag = fields[-1]
-        if not is_tag(tag):
+        if not is_tag_or_unknown(tag):
             raise ConllFormatError(
-                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in the last column, "
+                f"{path}:{number}: expected a tag O, B-X, I-X, E-X, S-X or - in the last column, "
                 f"found {tag!r}: {raw.strip()!r}"
             )
         if not tokens:
@@ -121,6 +122,18 @@ def parse_conll(text: str, path: str) -> list[Sentence]:
             "(expected CoNLL format: token ... tag per line, blank line between sentences)"
         )
     return sentences
+
+
+def require_annotated(sentences: Sequence[Sentence], path: str | os.PathLike[str]) -> None:
+    """``ConllFormatError`` at the first ``-`` (not annotated) tag: gold tags that are scored must all be known."""
+    for sentence in sentences:
+        if UNKNOWN in sentence.tags:
+            i = sentence.tags.index(UNKNOWN)  # a sentence's tokens are on consecutive lines
+            raise ConllFormatError(
+                f"{os.fspath(path)}:{sentence.line + i}: expected an annotated tag, found '-' (not annotated) "
+                f"for {sentence.tokens[i]!r}: gold tags that are scored must all be known "
+                "(partial annotation is for training files only)"
+            )
 
 
 def conll_documents(sentences: Sequence[Sentence]) -> list[list[list[str]]]:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ner_app.text.tags import scheme_tags, split_tag
+from ner_app.text.tags import UNKNOWN, scheme_tags, split_tag
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -115,7 +115,8 @@ def build_tag_vocab(tag_sequences: Iterable[Sequence[str]], scheme: str) -> Voca
     """Tag vocabulary without specials: every tag of ``scheme`` for the entity types seen, "O" first.
 
     All prefixes of the scheme are included even when a combination never occurs in training (no B-PER in
-    CoNLL-2003 IOB1 train, for instance), so any valid sequence of the scheme can be encoded.
+    CoNLL-2003 IOB1 train, for instance), so any valid sequence of the scheme can be encoded. ``-`` (not
+    annotated) is no tag.
     """
-    types = {split_tag(tag)[1] for tags in tag_sequences for tag in tags if tag != "O"}
+    types = {split_tag(tag)[1] for tags in tag_sequences for tag in tags if tag not in ("O", UNKNOWN)}
     return Vocab(scheme_tags(scheme, types), specials=False)

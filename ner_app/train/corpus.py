@@ -10,8 +10,8 @@ from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_TRAIN_SENTENCE_TOKENS
-from ner_app.text.conll import read_conll
-from ner_app.text.tags import convert, detect_scheme, normalize_scheme, split_tag
+from ner_app.text.conll import read_conll, require_annotated
+from ner_app.text.tags import UNKNOWN, convert, detect_scheme, normalize_scheme, split_tag
 from ner_app.train.hub import EXAMPLE, dataset_files, is_dataset_folder, load_folder_dataset, load_hub_dataset
 
 log = logging.getLogger("ner_app")
@@ -55,7 +55,7 @@ def load_corpus(
     """Read ``data_dir`` (CoNLL files ``train.txt``, ``valid.txt``, ``test.txt``, or a dataset folder in the
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
-    and test must occur in train."""
+    and test must occur in train. Only train may hold ``-`` (not annotated) tags."""
     if not data_dir and not hub_name:
         raise NerAppError(
             f"set data.dir (a folder with train.txt, valid.txt, test.txt) or data.hub_name; {HOW_TO_GET}"
@@ -83,7 +83,7 @@ def load_corpus(
             f"has {len(splits['train'].tokens[longest]):,} tokens; training takes sentences of at most "
             f"{MAX_TRAIN_SENTENCE_TOKENS:,} (a sentence's activations are kept for the backward pass): split it"
         )
-    types = {split_tag(t)[1] for tags in splits["train"].tags for t in tags if t != "O"}
+    types = {split_tag(t)[1] for tags in splits["train"].tags for t in tags if t not in ("O", UNKNOWN)}
     for name in EVALUATED:
         unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
         if unseen:
@@ -134,6 +134,8 @@ def load_local_splits(data_dir: str) -> Any:
                 f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
             )
         sentences = read_conll(path)
+        if name != "train":  # dev and test are scored: every gold tag must be known
+            require_annotated(sentences, path)
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
     return datasets.DatasetDict(out)
