@@ -21,8 +21,9 @@ class Batch(TypedDict, total=False):
 
     Always present: ``words`` (B, T), ``chars`` (B, T, W), ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool,
     ``tokens`` (the raw tokens) and ``index`` (B,) (each sentence's position in its split). With gold tags:
-    ``tags`` (B, T) and ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding). With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2);
-    in document context without it: ``elmo_context`` (docs/document_context.md).
+    ``tags`` (B, T) and ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding).
+    With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2); in document context
+    without it: ``elmo_context`` (docs/document_context.md).
     """
 
     words: torch.Tensor
