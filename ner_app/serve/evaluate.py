@@ -12,7 +12,7 @@ from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
-from ner_app.text.conll import read_conll
+from ner_app.text.conll import read_conll, require_annotated
 from ner_app.text.records import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, detect_scheme, scheme_of
@@ -28,6 +28,7 @@ def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str
     sentences = read_conll(gold_path)
     if not sentences:
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
+    require_annotated(sentences, gold_path)
     gold = [s.tags for s in sentences]
     scheme = detect_scheme(gold)
     others = [p for p in scheme_of(scheme).prefixes if p not in CONLLEVAL_PREFIXES]

@@ -11,6 +11,7 @@ import torch
 
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import Context
+from ner_app.text.tags import UNKNOWN
 from ner_app.text.vocab import Vocab
 
 
@@ -20,8 +21,9 @@ class Batch(TypedDict, total=False):
 
     Always present: ``words`` (B, T), ``chars`` (B, T, W), ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool,
     ``tokens`` (the raw tokens) and ``index`` (B,) (each sentence's position in its split). With gold tags:
-    ``tags`` (B, T). With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2);
-    in document context without it: ``elmo_context`` (docs/document_context.md).
+    ``tags`` (B, T) and ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding).
+    With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2); in document context
+    without it: ``elmo_context`` (docs/document_context.md).
     """
 
     words: torch.Tensor
@@ -31,6 +33,7 @@ class Batch(TypedDict, total=False):
     tokens: list[list[str]]
     index: torch.Tensor
     tags: torch.Tensor
+    known: torch.Tensor
     elmo_layers: list[torch.Tensor]
     elmo_mask: torch.Tensor
     elmo_context: list[Context]  # document context without the cache: each sentence's stream and position
@@ -52,7 +55,8 @@ def encode_batch(
 
     Keys: ``words`` (B, T), ``chars`` (B, T, W) with W the longest token capped at ``max_word_chars``,
     ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default
-    0..B-1) and, when ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides).
+    0..B-1) and, when ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides) and ``known``
+    (B, T) bool: True where a tag is annotated (a ``-`` tag is not: its id is 0, which ``known`` hides).
     """
     lengths = [len(s) for s in sentences]
     if not sentences or min(lengths) == 0:
@@ -85,9 +89,15 @@ def encode_batch(
         if [len(t) for t in tags] != lengths:
             raise ValueError("encode_batch: every tag sequence must be as long as its sentence")
         tag_ids = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
+        known = np.zeros((batch, longest), dtype=bool)  # (B, T)
         for b, sentence_tags in enumerate(tags):
-            tag_ids[b, : len(sentence_tags)] = tag_vocab.encode(sentence_tags)
+            annotated = [t != UNKNOWN for t in sentence_tags]
+            known[b, : len(sentence_tags)] = annotated
+            tag_ids[b, : len(sentence_tags)] = tag_vocab.encode(
+                [t if a else tag_vocab.itos[0] for t, a in zip(sentence_tags, annotated, strict=True)]
+            )
         out["tags"] = torch.from_numpy(tag_ids)
+        out["known"] = torch.from_numpy(known)
     return out
 
 

@@ -2,6 +2,10 @@
 
 Batch-first throughout: emissions ``(B, T, K)``, tags and mask ``(B, T)``. The mask is bool and
 left-aligned (each row a run of True then False) and every row has at least one token.
+
+Partial annotation (Tsuboi et al. 2008): with a bool ``known`` (B, T), the log-likelihood of a sentence is
+the log of the summed probability of every tag path that agrees with its known tags (unknown positions
+free, the transition constraints respected): log-sum-exp over that constrained lattice minus log Z.
 """
 
 from __future__ import annotations
@@ -68,8 +72,10 @@ class CRF(nn.Module):
             torch.where(self.end_allowed, end, FORBIDDEN),
         )
 
-    def _check(self, emissions: Tensor, mask: Tensor | None, tags: Tensor | None = None) -> Tensor:
-        """Validate shapes and the mask; return the mask (all True when None)."""
+    def _check(
+        self, emissions: Tensor, mask: Tensor | None, tags: Tensor | None = None, known: Tensor | None = None
+    ) -> Tensor:
+        """Validate shapes, the mask and ``known``; return the mask (all True when None)."""
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(
                 f"emissions must have shape (B, T, K={self.num_tags}), found {tuple(emissions.shape)}"
@@ -77,6 +83,10 @@ class CRF(nn.Module):
         bt = tuple(emissions.shape[:2])
         if tags is not None and tuple(tags.shape) != bt:
             raise ValueError(f"tags must have shape (B, T) = {bt} like emissions, found {tuple(tags.shape)}")
+        if known is not None and (tuple(known.shape) != bt or known.dtype != torch.bool):
+            raise ValueError(
+                f"known must be a bool tensor of shape (B, T) = {bt}, found {known.dtype} {tuple(known.shape)}"
+            )
         if mask is None:
             mask = torch.ones(bt, dtype=torch.bool, device=emissions.device)
         if tuple(mask.shape) != bt:
@@ -110,31 +120,69 @@ class CRF(nn.Module):
             alphas.append(alpha)
         return alphas
 
-    def forward(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, known: Tensor | None = None
+    ) -> Tensor:
         """Log-likelihood (B,) of each gold tag sequence: its score minus the log partition function.
 
-        Tags at padded positions are ignored (any value, e.g. -100, is fine).
+        Tags at padded positions are ignored (any value, e.g. -100, is fine). ``known`` (B, T) bool marks the
+        positions whose gold tag is known; a row with unknown positions gets the log of the summed
+        probability of every path through its known tags (all unknown: 0). None, or every position known:
+        exactly the full-annotation value, computed as without ``known``. A row whose known tags no allowed
+        path can hold scores about ``FORBIDDEN``, like a gold path with a forbidden transition.
         """
-        mask = self._check(emissions, mask, tags)
+        mask = self._check(emissions, mask, tags, known)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             emissions = self._fp32(emissions)
             start, trans, end = self._scores()
-            tags = tags.long().masked_fill(~mask, 0)  # (B, T); padding -> a valid index for gather
+            seen = mask if known is None else mask & known  # (B, T): positions whose tag is checked and used
+            tags = tags.long().masked_fill(~seen, 0)  # (B, T); padding and unknowns -> a valid index
             if bool(((tags < 0) | (tags >= self.num_tags)).any()):
                 raise ValueError(f"tags must lie in [0, {self.num_tags}) at unmasked positions")
-            lengths = mask.sum(dim=1)  # (B,)
-            last_tags = tags.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)  # (B,)
-
-            emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (B, T)
-            moved = trans[tags[:, :-1], tags[:, 1:]]  # (B, T-1): score of step t -> t+1
-            gold = (
-                start[tags[:, 0]]
-                + torch.where(mask, emitted, 0.0).sum(dim=1)
-                + torch.where(mask[:, 1:], moved, 0.0).sum(dim=1)
-                + end[last_tags]
-            )
+            gold = self._gold_score(emissions, tags, mask, start, trans, end)  # (B,)
             log_z = torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)
-            return gold - log_z
+            complete = (seen == mask).all(dim=1)  # (B,): rows without an unknown position
+            if known is None or bool(complete.all()):
+                return gold - log_z
+            lattice = self._clamped_log_sum(emissions, tags, mask, seen, start, trans, end)  # (B,)
+            # A fully annotated row keeps its gold score exactly, whatever the other rows of the batch hold.
+            return torch.where(complete, gold, lattice) - log_z
+
+    @staticmethod
+    def _gold_score(
+        emissions: Tensor, tags: Tensor, mask: Tensor, start: Tensor, trans: Tensor, end: Tensor
+    ) -> Tensor:
+        """Score (B,) of each row's tag path (tags (B, T) valid indices everywhere)."""
+        lengths = mask.sum(dim=1)  # (B,)
+        last_tags = tags.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)  # (B,)
+        emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (B, T)
+        moved = trans[tags[:, :-1], tags[:, 1:]]  # (B, T-1): score of step t -> t+1
+        return (
+            start[tags[:, 0]]
+            + torch.where(mask, emitted, 0.0).sum(dim=1)
+            + torch.where(mask[:, 1:], moved, 0.0).sum(dim=1)
+            + end[last_tags]
+        )
+
+    def _clamped_log_sum(
+        self,
+        emissions: Tensor,
+        tags: Tensor,
+        mask: Tensor,
+        seen: Tensor,
+        start: Tensor,
+        trans: Tensor,
+        end: Tensor,
+    ) -> Tensor:
+        """Log-sum (B,) of the scores of every path that has each known tag at its position.
+
+        The forward recursion of log Z on emissions where a known position's other tags score ``FORBIDDEN``:
+        those paths get exp() = 0, as forbidden transitions do, and the gradients stay finite.
+        """
+        gold_tag = nn.functional.one_hot(tags, self.num_tags).bool()  # (B, T, K)
+        open_tag = gold_tag | ~seen.unsqueeze(2)  # (B, T, K): tags a path may take at each position
+        clamped = torch.where(open_tag, emissions, FORBIDDEN)  # (B, T, K)
+        return torch.logsumexp(self._alphas(clamped, mask, start, trans)[-1] + end, dim=1)
 
     def decode(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences."""

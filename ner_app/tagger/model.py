@@ -154,8 +154,11 @@ class BiLstmCrfTagger(nn.Module):
         return self.output(self.dropout(h))
 
     def loss(self, batch: Batch, l2_coef: float = 0.0) -> torch.Tensor:
-        """Summed negative log-likelihood over the batch plus l2_coef * ||w||^2 on the ELMo mix weights."""
-        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"]).sum()
+        """Summed negative log-likelihood over the batch plus l2_coef * ||w||^2 on the ELMo mix weights.
+
+        With ``known`` in the batch, a sentence with unannotated tags counts the probability of every path
+        through its annotated ones (``CRF.forward``); fully annotated sentences count exactly as without it."""
+        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], batch.get("known")).sum()
         if self.elmo is not None and l2_coef:
             nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
         return nll

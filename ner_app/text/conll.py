@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ner_app.errors import NerAppError
 from ner_app.files import write_text
-from ner_app.text.tags import is_tag
+from ner_app.text.tags import UNKNOWN, is_tag, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"
 # O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
@@ -64,7 +64,9 @@ def read_conll(path: str | os.PathLike[str], tag_column: int = -1) -> list[Sente
 
     ``-DOCSTART-`` lines start a new document (documents are numbered from 0) and are not sentences.
     Every token line must have the same number (>= 2) of whitespace-separated columns as the first one; the
-    tag is in column ``tag_column`` (0-based; negative counts from the end, -1: the last). Raises ``ConllFormatError`` on the first problem.
+    tag is in column ``tag_column`` (0-based; negative counts from the end, -1: the last). A tag ``-`` means
+    "not annotated" (partial annotation, docs/partial_annotation.md). Raises ``ConllFormatError`` on the first
+    problem.
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
@@ -129,10 +131,10 @@ def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
                 f"found {len(fields)}: {excerpt(raw)}"
             )
         tag = fields[tag_column]
-        if not is_tag(tag):
+        if not is_tag_or_unknown(tag):
             where = "the last column" if tag_column == -1 else f"column {tag_column}"
             raise ConllFormatError(
-                f"{path}:{number}: expected a tag O, B-X, I-X, E-X or S-X in {where}, "
+                f"{path}:{number}: expected a tag O, B-X, I-X, E-X, S-X or - in {where}, "
                 f"found {excerpt(tag)}: {excerpt(raw)}"
             )
         if not tokens:
@@ -147,6 +149,18 @@ def parse_conll(text: str, path: str, tag_column: int = -1) -> list[Sentence]:
             "(expected CoNLL format: token ... tag per line, blank line between sentences)"
         )
     return sentences
+
+
+def require_annotated(sentences: Sequence[Sentence], path: str | os.PathLike[str]) -> None:
+    """``ConllFormatError`` at the first ``-`` (not annotated) tag: gold tags that are scored must all be known."""
+    for sentence in sentences:
+        if UNKNOWN in sentence.tags:
+            i = sentence.tags.index(UNKNOWN)  # a sentence's tokens are on consecutive lines
+            raise ConllFormatError(
+                f"{os.fspath(path)}:{sentence.line + i}: expected an annotated tag, found '-' (not annotated) "
+                f"for {sentence.tokens[i]!r}: gold tags that are scored must all be known "
+                "(partial annotation is for training files only)"
+            )
 
 
 def conll_documents(sentences: Sequence[Sentence]) -> list[list[list[str]]]:

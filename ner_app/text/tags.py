@@ -9,6 +9,9 @@ All conversions go through entity spans ``(type, start, end_exclusive)``, so any
 any other and back. Decoding is lenient, like conlleval: an ``I-X`` or ``E-X`` that does not continue an open
 ``X`` entity starts a new one. The transition rules (``may_follow``) are strict: they are what a well-formed
 sequence obeys, and the CRF's constraints are built from them.
+
+``UNKNOWN`` (``-``) marks a token whose tag was not annotated (partial annotation, docs/data.md). Detection
+and conversion leave it where it is; entity spans need every tag known.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 Span = tuple[str, int, int]  # (type, start, end_exclusive)
 Part = tuple[str, str]  # (prefix, type) of a tag; ("O", "") for O
@@ -91,9 +95,17 @@ def scheme_of(name: str) -> Scheme:
     return found
 
 
+UNKNOWN = "-"  # the tag of a token that was not annotated: any tag may be its own
+
+
 def is_tag(text: str) -> bool:
     """Whether ``text`` is a tag of some scheme (``O``, ``B-X``, ``I-X``, ``E-X``, ``S-X``)."""
     return TAG_PATTERN.fullmatch(text) is not None
+
+
+def is_tag_or_unknown(text: str) -> bool:
+    """Whether ``text`` is a tag (``is_tag``) or ``UNKNOWN``, what a training file may hold."""
+    return text == UNKNOWN or is_tag(text)
 
 
 def normalize_scheme(name: str) -> str:
@@ -125,16 +137,17 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
     """Guess the scheme of tagged sentences.
 
     BIOES when any E-/S- tag occurs; otherwise IOB1 when any entity starts with I- (an I-X not preceded by
-    B-X or I-X); otherwise IOB2. Data with no entities at all is reported as IOB2.
+    B-X or I-X); otherwise IOB2. Data with no entities at all is reported as IOB2. An I-X after an
+    ``UNKNOWN`` tag is no evidence either way.
     """
     iob1 = False
     for tags in tag_sequences:
         prev_prefix, prev_type = "O", ""
         for tag in tags:
-            prefix, kind = split_tag(tag)
+            prefix, kind = (UNKNOWN, "") if tag == UNKNOWN else split_tag(tag)
             if prefix in "ES":
                 return "BIOES"
-            if prefix == "I" and not (prev_prefix in "BI" and prev_type == kind):
+            if prefix == "I" and prev_prefix != UNKNOWN and not (prev_prefix in "BI" and prev_type == kind):
                 iob1 = True
             prev_prefix, prev_type = prefix, kind
     return "IOB1" if iob1 else "IOB2"
@@ -182,10 +195,50 @@ def from_entities(spans: Sequence[Span], length: int, scheme: str) -> list[str]:
 
 
 def convert(tags: Sequence[str], source: str, target: str) -> list[str]:
-    """Convert one tag sequence between schemes (targets: IOB1, IOB2/BIO, BIOES); same scheme: a copy."""
-    if normalize_scheme(source) == normalize_scheme(target):
+    """Convert one tag sequence between schemes (targets: IOB1, IOB2/BIO, BIOES); same scheme: a copy.
+
+    ``UNKNOWN`` tags stay as they are. Each run of known tags is converted on its own, and a tag of it
+    whose target form depends on an unknown neighbour (IOB2 ``- B-X`` is BIOES ``B-X``, but ``- I-X`` is
+    ``B-X`` or ``I-X``) becomes ``UNKNOWN`` too: known tags are never guessed.
+    """
+    source, target = normalize_scheme(source), normalize_scheme(target)
+    if source == target:
         return list(tags)
-    return from_entities(entities(tags, source), len(tags), target)
+    if UNKNOWN not in tags:
+        return from_entities(entities(tags, source), len(tags), target)
+    out = list(tags)
+    start = 0
+    while start < len(tags):
+        if tags[start] == UNKNOWN:
+            start += 1
+            continue
+        end = start
+        while end < len(tags) and tags[end] != UNKNOWN:
+            end += 1
+        out[start:end] = _convert_run(tuple(tags[start:end]), start > 0, end < len(tags), source, target)
+        start = end
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _convert_run(
+    run: tuple[str, ...], hidden_before: bool, hidden_after: bool, source: str, target: str
+) -> tuple[str, ...]:
+    """A run of known tags converted under every tag its unknown neighbours could have; a tag that is not the
+    same under all of them becomes ``UNKNOWN``. An ``O`` at the run's edge shields it from the neighbour."""
+
+    def neighbours(hidden: bool, edge: str) -> list[list[str]]:
+        if not hidden or edge == "O":
+            return [[]]
+        kind = split_tag(edge)[1]
+        return [["O"]] + [[f"{p}-{t}"] for p in scheme_of(source).prefixes for t in (kind, f"{kind}_other")]
+
+    outcomes = [
+        convert([*before, *run, *after], source, target)[len(before) : len(before) + len(run)]
+        for before in neighbours(hidden_before, run[0])
+        for after in neighbours(hidden_after, run[-1])
+    ]
+    return tuple(tag if all(o[i] == tag for o in outcomes) else UNKNOWN for i, tag in enumerate(outcomes[0]))
 
 
 def scheme_part(tag: str, scheme: str) -> Part:

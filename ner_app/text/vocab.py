@@ -115,6 +115,7 @@ def build_tag_vocab(tag_sequences: Iterable[Sequence[str]], scheme: str) -> Voca
     """Tag vocabulary without specials: every tag of ``scheme`` for the entity types seen, "O" first.
 
     All prefixes of the scheme are included even when a combination never occurs in training (no B-PER in
-    CoNLL-2003 IOB1 train, for instance), so any valid sequence of the scheme can be encoded.
+    CoNLL-2003 IOB1 train, for instance), so any valid sequence of the scheme can be encoded. ``-`` (not
+    annotated) is no tag.
     """
     return Vocab(scheme_tags(scheme, entity_types(t for tags in tag_sequences for t in tags)), specials=False)

@@ -11,6 +11,7 @@ from typing import Any
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
+from ner_app.text.conll import require_annotated
 from ner_app.text.tags import convert, detect_scheme, entity_types, normalize_scheme, scheme_tags, split_tag
 from ner_app.train.hub import (
     EXAMPLE,
@@ -68,7 +69,7 @@ def load_corpus(
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
     and test must occur in train. ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
-    column (docs/data.md#your-own-annotations)."""
+    column (docs/data.md#your-own-annotations). Only train may hold ``-`` (not annotated) tags."""
     check_data_source(data_dir, hub_name, fmt)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
@@ -189,6 +190,8 @@ def load_local_splits(data_dir: str, fmt: str | None = None, tag_column: int = -
     out = {}
     for name in _FILE_SPLITS.values():
         sentences = read_split(_split_path(data_dir, name, fmt), fmt, tag_column)
+        if name != "train":  # dev and test are scored: every gold tag must be known
+            require_annotated(sentences, str(_split_path(data_dir, name, fmt)))
         columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
         out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
     return datasets.DatasetDict(out)

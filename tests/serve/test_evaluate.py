@@ -149,6 +149,10 @@ def test_evaluate_prints_a_table_with_every_type(run: Path, capsys) -> None:
         ("", "no sentences"),
         ("Alice\n", "expected"),
         (b"\xff\xfe bad\n", "UTF-8"),
+        (
+            "Alice B-PER\nflew -\n",
+            "gold.conll:2: expected an annotated tag, found '-' (not annotated) for 'flew'",
+        ),
     ],
 )
 def test_evaluate_bad_gold_files_are_one_line(run: Path, tmp_path: Path, capsys, content, expected) -> None:

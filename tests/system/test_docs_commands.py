@@ -49,6 +49,7 @@ SMOKE = {
         "--out runs/memory_smoke",
         ("data", "conll2003", "valid.txt"),
     ),
+    "partial_annotation": ("python -m benchmarks.partial_annotation --smoke --out runs/partial_smoke", None),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,

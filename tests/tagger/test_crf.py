@@ -10,7 +10,7 @@ import torch
 import torchcrf
 
 from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF, EMPTY_SENTENCE, MASK_NOT_LEFT_ALIGNED
+from ner_app.tagger.crf import CRF, EMPTY_SENTENCE, FORBIDDEN, MASK_NOT_LEFT_ALIGNED
 
 LENGTHS = [4, 1, 3, 2]  # rows of different lengths, T = 4
 
@@ -317,3 +317,132 @@ def test_uniform_init_and_buffers():
         assert p.abs().max() <= 0.1
     assert set(crf.state_dict()) == {"start_transitions", "transitions", "end_transitions"}
     assert math.isfinite(crf(torch.randn(2, 3, 9), torch.zeros(2, 3, dtype=torch.long)).sum().item())
+
+
+# ------------------------------------------------------------------ partial annotation (known tags only)
+def brute_partial(crf: CRF, emissions: torch.Tensor, tags, known, lengths, allowed=None) -> torch.Tensor:
+    """Log of the summed probability of the allowed paths through each row's known tags, minus log Z, by
+    enumerating all K^T paths (B,); differentiable in the emissions and the CRF's raw parameters."""
+    k, out = emissions.size(-1), []
+    for b, n in enumerate(lengths):
+        paths = [
+            p for p in itertools.product(range(k), repeat=n) if allowed is None or is_allowed(allowed, p)
+        ]
+        grid = torch.tensor(paths)  # (N, n)
+        scores = (
+            crf.start_transitions[grid[:, 0]]
+            + emissions[b, torch.arange(n), grid].sum(1)
+            + crf.transitions[grid[:, :-1], grid[:, 1:]].sum(1)
+            + crf.end_transitions[grid[:, -1]]
+        )  # (N,)
+        fits = torch.tensor([all(p[t] == tags[b][t] for t in range(n) if known[b][t]) for p in paths])
+        out.append(torch.logsumexp(scores[fits], 0) - torch.logsumexp(scores, 0))
+    return torch.stack(out)
+
+
+def partial_case(num_tags: int, allowed, lengths: list[int], seed: int):
+    """Emissions (B, T, K) in float64, gold tags of a random allowed path per row (-100 where unknown or
+    padded) and a random known mask (B, T) that is also random at padding."""
+    emissions, _, mask = make_batch(num_tags, lengths, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    known = torch.rand(mask.shape, generator=gen) < 0.5
+    tags = torch.full(mask.shape, -100, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        paths = [
+            p
+            for p in itertools.product(range(num_tags), repeat=n)
+            if allowed is None or is_allowed(allowed, p)
+        ]
+        path = torch.tensor(paths[int(torch.randint(len(paths), (1,), generator=gen))])
+        tags[b, :n] = torch.where(known[b, :n], path, -100)
+    return emissions.double(), tags, known, mask
+
+
+@pytest.mark.parametrize(
+    ("num_tags", "tags", "scheme"),
+    [(3, None, None), (4, None, None), (3, TAGS_BIO, "BIO"), (5, TAGS_BIOES, "BIOES"), (3, TAGS_BIO, "IOB1")],
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_partial_equals_brute_force_values_and_gradients(num_tags, tags, scheme, seed):
+    allowed = None if scheme is None else allowed_transitions(tags, scheme)
+    crf = make_crf(num_tags, allowed, seed=seed).double()
+    lengths = [4, 1, 3, 2, 4]
+    emissions, gold, known, mask = partial_case(num_tags, allowed, lengths, seed)
+    ours_em, ref_em = emissions.clone().requires_grad_(), emissions.clone().requires_grad_()
+    ours = crf(ours_em, gold, mask, known=known)
+    ours.sum().backward()
+    ours_grads = [p.grad.clone() for p in crf.parameters()]
+    crf.zero_grad()
+    ref = brute_partial(crf, ref_em, gold.tolist(), (known & mask).tolist(), lengths, allowed)
+    ref.sum().backward()
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(ours_em.grad, ref_em.grad, atol=1e-10, rtol=1e-10)
+    for found, param in zip(ours_grads, crf.parameters(), strict=True):
+        torch.testing.assert_close(found, param.grad, atol=1e-10, rtol=1e-10)
+    assert ours_em.grad[~mask].eq(0).all()  # padding takes no part
+    # The known mask's values at padding change nothing.
+    with torch.no_grad():
+        assert torch.equal(crf(emissions, gold, mask, known=known | ~mask), ours.detach())
+
+
+@pytest.mark.parametrize("scheme", [None, "BIOES"])
+def test_partial_all_unknown_is_zero_and_all_known_is_forward(scheme):
+    allowed = None if scheme is None else allowed_transitions(TAGS_BIOES, scheme)
+    crf = make_crf(5, allowed)
+    emissions, tags, mask = make_batch(5, LENGTHS, seed=19)
+    tags = tags.masked_fill(~mask, 0).masked_fill(mask, 0)  # O everywhere: allowed in every scheme
+    tags[0, 1:3] = torch.tensor([1, 3])  # B-X E-X
+    em = emissions.clone().requires_grad_()
+    nothing = crf(em, torch.full_like(tags, -100), mask, known=torch.zeros_like(mask))
+    assert nothing.eq(0).all()
+    nothing.sum().backward()
+    assert em.grad.eq(0).all()
+    for param in crf.parameters():
+        torch.testing.assert_close(param.grad, torch.zeros_like(param))
+    crf.zero_grad()
+
+    full_em, part_em = emissions.clone().requires_grad_(), emissions.clone().requires_grad_()
+    full = crf(full_em, tags, mask)
+    full.sum().backward()
+    full_grads = [p.grad.clone() for p in crf.parameters()]
+    crf.zero_grad()
+    every = crf(part_em, tags, mask, known=torch.ones_like(mask))
+    every.sum().backward()
+    assert torch.equal(every, full)  # the very same numbers, not merely close
+    assert torch.equal(part_em.grad, full_em.grad)
+    for found, param in zip(full_grads, crf.parameters(), strict=True):
+        assert torch.equal(found, param.grad)
+    # Fully known rows of a batch with a partial row keep forward's value exactly.
+    known = torch.ones_like(mask)
+    known[2, 1] = False
+    with torch.no_grad():
+        mixed = crf(emissions, tags, mask, known=known)
+    assert torch.equal(mixed[[0, 1, 3]], full.detach()[[0, 1, 3]])
+    assert mixed[2] > full[2]  # more paths fit: a larger probability
+
+
+def test_partial_known_tags_no_allowed_path_holds():
+    """I-X known after O under BIOES: no allowed path fits; the value is about FORBIDDEN, gradients finite."""
+    allowed = allowed_transitions(TAGS_BIOES, "BIOES")
+    crf = make_crf(5, allowed)
+    emissions, _, mask = make_batch(5, [3], seed=23)
+    emissions.requires_grad_()
+    tags = torch.tensor([[0, 2, 0]])
+    known = torch.tensor([[True, True, False]])
+    llh = crf(emissions, tags, mask, known=known)
+    llh.sum().backward()
+    assert llh.item() < FORBIDDEN / 2
+    assert torch.isfinite(emissions.grad).all()
+
+
+def test_partial_known_errors():
+    crf = CRF(3)
+    emissions, tags = torch.zeros(2, 3, 3), torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="known must be a bool tensor"):
+        crf(emissions, tags, known=torch.ones(2, 3))
+    with pytest.raises(ValueError, match="known must be a bool tensor"):
+        crf(emissions, tags, known=torch.ones(2, 4, dtype=torch.bool))
+    known = torch.tensor([[True, False, True]] * 2)
+    with pytest.raises(ValueError, match="unmasked positions"):
+        crf(emissions, tags.masked_fill(known, 7), known=known)
+    assert torch.isfinite(crf(emissions, tags.masked_fill(~known, -100), known=known)).all()

@@ -88,7 +88,7 @@ def test_invalid_tag(tmp_path: Path, tag: str) -> None:
     with pytest.raises(ConllFormatError) as err:
         read_conll(path)
     assert str(err.value) == (
-        f"{path}:2: expected a tag O, B-X, I-X, E-X or S-X in the last column, "
+        f"{path}:2: expected a tag O, B-X, I-X, E-X, S-X or - in the last column, "
         f"found {tag!r}: 'rejects VBZ {tag}'"
     )
 
