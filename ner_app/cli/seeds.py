@@ -23,7 +23,6 @@ from typing import IO
 
 from ner_app.config.load import TrainConfig
 from ner_app.errors import NerAppError
-from ner_app.train.layer_store import published_generations
 from ner_app.train.metrics import RunMetrics
 
 MAX_SEEDS = 1000  # a sweep larger than this is a typo (1-10000 for 1-100)
@@ -197,16 +196,24 @@ class _CacheGate:
 
     def __init__(self, cache_dir: str | None) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else None
-        self.before = published_generations(self.cache_dir) if self.cache_dir else {}
+        self.before = _published(self.cache_dir) if self.cache_dir else {}
         self.first: _Child | None = None
         self._open = self.cache_dir is None
 
     def is_open(self) -> bool:
         if not self._open and self.first is not None:
             assert self.cache_dir is not None
-            published = published_generations(self.cache_dir)
+            published = _published(self.cache_dir)
             self._open = self.first.ended or any(self.before.get(k) != g for k, g in published.items())
         return self._open or self.first is None
+
+
+def _published(cache_dir: Path) -> dict[str, int]:
+    """The cache's published generations (``LayerStore.publish``); its module imports torch, so not before the
+    early checks of ``train``."""
+    from ner_app.train.layer_store import published_generations
+
+    return published_generations(cache_dir)
 
 
 def child_command(config: str, overrides: Sequence[str], run: SeedRun) -> list[str]:
