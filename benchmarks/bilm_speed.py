@@ -46,9 +46,11 @@ def cpu_rows(ours: torch.nn.Module, baseline: Baseline, batch: int, repeats: int
             return ours(ids)
 
     timed: dict[str, Callable[[], object]] = {
-        "baseline": lambda: baseline(ids), "ours, char CNN over 50 ids": untrimmed, "ours": lambda: ours(ids),
+        "baseline": lambda: baseline(ids),
+        "ours, char CNN over 50 ids": untrimmed,
+        "ours": lambda: ours(ids),
         "ours, bf16 autocast": bf16,
-    }  # fmt: skip
+    }
     medians = {name: m.median for name, m in interleaved(timed, repeats).items()}
     return [
         (name, "cpu", "bf16" if "bf16" in name else "fp32", batch, tokens / medians[name]) for name in timed
@@ -104,8 +106,10 @@ def main() -> None:
         if torch.cuda.is_available():
             rows += gpu_rows(ours, [int(b) for b in args.gpu_batches.split(",")], args.repeats)
 
-    print(f"{machine()}; biLM '{args.size}' {n_params:,} parameters; median of {args.repeats}; "
-          f"check vs baseline: max abs diff {diff:.1e}\n")  # fmt: skip
+    print(
+        f"{machine()}; biLM '{args.size}' {n_params:,} parameters; median of {args.repeats}; "
+        f"check vs baseline: max abs diff {diff:.1e}\n"
+    )
     base = rows[0][4]
     header = ["implementation", "device", "dtype", "batch", "tokens/s", "speedup vs baseline"]
     print_table(header, [(*row[:4], f"{row[4]:,.0f}", f"{row[4] / base:.2f}x") for row in rows], left=3)

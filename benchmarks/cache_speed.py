@@ -74,12 +74,20 @@ class Clock(Callback):
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last = timer()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Batch,
-                           batch_idx: int) -> None:  # fmt: skip
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Batch, batch_idx: int
+    ) -> None:
         self._tick(batch)
 
-    def on_validation_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
-                                batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:  # fmt: skip
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Batch,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
         self._tick(batch)
 
 
@@ -128,8 +136,15 @@ def fill(cache: LayerCache, sentences: list[list[str]], bilm: BidirectionalLM) -
     return timer() - start, computed, sum(len(s) for s in distinct)
 
 
-def print_trim_table(bilm: BidirectionalLM, sample: list[list[str]], predictor: Predictor, lines: list[str],
-                     test_tokens: int, work: Path, repeats: int) -> None:  # fmt: skip
+def print_trim_table(
+    bilm: BidirectionalLM,
+    sample: list[list[str]],
+    predictor: Predictor,
+    lines: list[str],
+    test_tokens: int,
+    work: Path,
+    repeats: int,
+) -> None:
     """Fill and predict with the char CNN over 50 ids and trimmed, the two code paths alternated."""
     bilm.to(DEVICE)  # a Trainer leaves its module on the CPU
     seconds: dict[tuple[str, bool], list[float]] = {}
@@ -154,13 +169,21 @@ def print_trim_table(bilm: BidirectionalLM, sample: list[list[str]], predictor: 
     if predictions[False] != predictions[True]:
         raise RuntimeError("predictions differ between the char CNN over 50 ids and the trimmed one")
     tokens = {"fill": sum(map(len, sample)), "predict": test_tokens}
-    print(f"\nchar CNN over all 50 ids against the tail trim, median of {repeats}, alternated "
-          f"(fill: {len(sample):,} train sentences into a fresh cache; predict: the lines above)\n")  # fmt: skip
+    print(
+        f"\nchar CNN over all 50 ids against the tail trim, median of {repeats}, alternated "
+        f"(fill: {len(sample):,} train sentences into a fresh cache; predict: the lines above)\n"
+    )
     rows = []
     for what in ("fill", "predict"):
         untrimmed, trimmed = (statistics.median(seconds[(what, trim)]) for trim in (False, True))
-        rows.append((what, f"{tokens[what] / untrimmed:,.0f}", f"{tokens[what] / trimmed:,.0f}",
-                     f"{untrimmed / trimmed:.2f}x"))  # fmt: skip
+        rows.append(
+            (
+                what,
+                f"{tokens[what] / untrimmed:,.0f}",
+                f"{tokens[what] / trimmed:,.0f}",
+                f"{untrimmed / trimmed:.2f}x",
+            )
+        )
     print_table(["path", "50 ids, tokens/s", "trimmed, tokens/s", "speed-up"], rows)
 
 
@@ -213,8 +236,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
         start = timer()
         options, weights = save_bilm(random_bilm(args.bilm), work / f"bilm-{args.bilm}")
         one_time.append((f"write random '{args.bilm}' biLM to hdf5, s", f"{timer() - start:.1f}"))
-    overrides = [f"elmo.options={options}", f"elmo.weights={weights}", "model.glove=null",
-                 f"elmo.cache_dir={cache_dir}"]  # fmt: skip
+    overrides = [
+        f"elmo.options={options}",
+        f"elmo.weights={weights}",
+        "model.glove=null",
+        f"elmo.cache_dir={cache_dir}",
+    ]
     if args.max_sentences:
         overrides.append(f"data.max_sentences={args.max_sentences}")
     cfg = load_config(ROOT / "configs/conll2003_elmo.yaml", overrides)
@@ -238,9 +265,11 @@ def run(args: argparse.Namespace, work: Path) -> None:
     train = dm.splits["train"].tokens
     train_tokens = sum(map(len, train))
     print(f"{machine()}, {'bf16-mixed' if CUDA else 'fp32'}")
-    print(f"biLM '{args.bilm}' {n_params:,} parameters; tagger {sum(p.numel() for p in tagger.parameters()) - n_params:,}"
-          f" parameters besides it; train {len(train):,} sentences, {train_tokens:,} tokens; batch "
-          f"{cfg.data.batch_size} (eval {cfg.data.eval_batch_size})\n")  # fmt: skip
+    print(
+        f"biLM '{args.bilm}' {n_params:,} parameters; tagger {sum(p.numel() for p in tagger.parameters()) - n_params:,}"
+        f" parameters besides it; train {len(train):,} sentences, {train_tokens:,} tokens; batch "
+        f"{cfg.data.batch_size} (eval {cfg.data.eval_batch_size})\n"
+    )
 
     # -- one-time cost: the cache (fingerprint of the biLM, then train, then valid + test) --
     start = timer()
@@ -287,27 +316,59 @@ def run(args: argparse.Namespace, work: Path) -> None:
     predict_rate = len(lines) / (timer() - start)
 
     saved = without_epoch - epoch
-    one_time.append(("train fill / epoch time saved (epochs to break even)",
-                     f"{fill_train / saved:.2f}" if saved > 0 else "never"))  # fmt: skip
+    one_time.append(
+        (
+            "train fill / epoch time saved (epochs to break even)",
+            f"{fill_train / saved:.2f}" if saved > 0 else "never",
+        )
+    )
     valid = len(dm.splits["dev"])
     rows = [
-        (f"train first {args.no_cache_batches} batches ({n:,} sentences), s", f"{with_s:.1f}",
-         f"{without_s:.1f}", without_s / with_s),
-        ("train sentences/s (those batches)", f"{n / with_s:,.0f}", f"{n / without_s:,.0f}", without_s / with_s),
-        (f"train full epoch ({len(train):,} sentences), s", f"{epoch:.1f}", f"{without_epoch:.1f} (extrapolated)",
-         without_epoch / epoch),
-        ("train full epoch, sentences/s", f"{len(train) / epoch:,.0f}",
-         f"{len(train) / without_epoch:,.0f} (extrapolated)", without_epoch / epoch),
-        (f"decode valid ({valid:,} sentences), sentences/s", f"{rates[True]:,.0f}", f"{rates[False]:,.0f}",
-         rates[True] / rates[False]),
-        (f"predict_texts test[:{len(lines)}] (biLM live), sentences/s", "n/a (no cache)", f"{predict_rate:,.0f}", None),
-    ]  # fmt: skip
+        (
+            f"train first {args.no_cache_batches} batches ({n:,} sentences), s",
+            f"{with_s:.1f}",
+            f"{without_s:.1f}",
+            without_s / with_s,
+        ),
+        (
+            "train sentences/s (those batches)",
+            f"{n / with_s:,.0f}",
+            f"{n / without_s:,.0f}",
+            without_s / with_s,
+        ),
+        (
+            f"train full epoch ({len(train):,} sentences), s",
+            f"{epoch:.1f}",
+            f"{without_epoch:.1f} (extrapolated)",
+            without_epoch / epoch,
+        ),
+        (
+            "train full epoch, sentences/s",
+            f"{len(train) / epoch:,.0f}",
+            f"{len(train) / without_epoch:,.0f} (extrapolated)",
+            without_epoch / epoch,
+        ),
+        (
+            f"decode valid ({valid:,} sentences), sentences/s",
+            f"{rates[True]:,.0f}",
+            f"{rates[False]:,.0f}",
+            rates[True] / rates[False],
+        ),
+        (
+            f"predict_texts test[:{len(lines)}] (biLM live), sentences/s",
+            "n/a (no cache)",
+            f"{predict_rate:,.0f}",
+            None,
+        ),
+    ]
     print_table(
         ["measurement", "with cache", "without cache", "ratio"],
         [(label, a, b, "" if ratio is None else f"{ratio:.1f}x") for label, a, b, ratio in rows],
     )
-    print(f"\nratio = speed-up from the cache (time without / time with). Extrapolated = per-sentence rate of the"
-          f" timed batches ({clocks[True].tokens / n:.1f} tokens/sentence; train {train_tokens / len(train):.1f}) x train size.\n")  # fmt: skip
+    print(
+        f"\nratio = speed-up from the cache (time without / time with). Extrapolated = per-sentence rate of the"
+        f" timed batches ({clocks[True].tokens / n:.1f} tokens/sentence; train {train_tokens / len(train):.1f}) x train size.\n"
+    )
     print_table(["one-time cost", "value"], one_time)
     if args.trim_repeats:
         test_tokens = sum(len(s) for s in dm.splits["test"].tokens[: len(lines)])

@@ -101,8 +101,10 @@ def main() -> None:
     doc = max(docs, key=lambda d: sum(len(s) for s in d))
     positions = sum(len(s) + 2 for s in doc)
     print(f"{cpu_name()}, {args.threads} threads, torch {torch.__version__}, fp32")
-    print(f"largest CoNLL-2003 document: {sum(len(s) for s in doc):,} tokens in {len(doc)} sentences, "
-          f"{positions:,} stream positions (cap {MAX_POSITIONS:,})\n")  # fmt: skip
+    print(
+        f"largest CoNLL-2003 document: {sum(len(s) for s in doc):,} tokens in {len(doc)} sentences, "
+        f"{positions:,} stream positions (cap {MAX_POSITIONS:,})\n"
+    )
     folder = Path(args.bilm)
     shown = "shipped" if folder == ROOT / "data" / "bilm" else args.bilm
     bilms = [(shown, load_bilm(folder / "options.json", folder / "weights.hdf5").eval())]

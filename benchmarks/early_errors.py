@@ -47,8 +47,14 @@ def timed(argv: list[str], env: dict[str, str], expect_error: bool) -> tuple[flo
     line and exit 2. The CPU time is what a busy machine does not stretch: near the wall time when idle."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -73,8 +79,10 @@ def main() -> None:
             name: (argv, env, True) for name, (argv, env) in cases(tmp).items()
         }
         rows["(floor of the old order) import torch, pytorch_lightning"] = (
-            ["-c", "import torch, pytorch_lightning"], {}, False,
-        )  # fmt: skip
+            ["-c", "import torch, pytorch_lightning"],
+            {},
+            False,
+        )
         rows["(interpreter) python -c pass"] = (["-c", "pass"], {}, False)
         load_before = os.getloadavg()
         times: dict[str, list[float]] = {name: [] for name in rows}
@@ -89,17 +97,31 @@ def main() -> None:
             raise RuntimeError("a refused run created its output_dir")
     floor = sorted(times["(floor of the old order) import torch, pytorch_lightning"])
     floor_median = floor[len(floor) // 2]
-    print(f"CPU {cpu_name()}, {os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after; {args.repeats} rounds\n")  # fmt: skip
-    header = ["case", "median s", "slowest s", f"under {TARGET_S:g} s", "of the torch+Lightning import",
-              "CPU s (median)"]  # fmt: skip
+    print(
+        f"CPU {cpu_name()}, {os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; {args.repeats} rounds\n"
+    )
+    header = [
+        "case",
+        "median s",
+        "slowest s",
+        f"under {TARGET_S:g} s",
+        "of the torch+Lightning import",
+        "CPU s (median)",
+    ]
 
     def row(name: str) -> list[object]:
         values, used = sorted(times[name]), sorted(cpu[name])
         median = values[len(values) // 2]
         under = "yes" if values[-1] < TARGET_S else "no"
-        return [name, f"{median:.2f}", f"{values[-1]:.2f}", under, f"{median / floor_median:.0%}",
-                f"{used[len(used) // 2]:.2f}"]  # fmt: skip
+        return [
+            name,
+            f"{median:.2f}",
+            f"{values[-1]:.2f}",
+            under,
+            f"{median / floor_median:.0%}",
+            f"{used[len(used) // 2]:.2f}",
+        ]
 
     print_table(header, (row(name) for name in rows))
 

@@ -69,21 +69,45 @@ def main() -> None:
         source.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
         out = str(Path(tmp) / "out.hdf5")
         threads = ["--threads", str(args.threads)]
-        embed = [sys.executable, "-m", "ner_app", "embed", "--options", options, "--weights", weights,
-                 "--input", str(source), "--output", out, *threads]  # fmt: skip
+        embed = [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "embed",
+            "--options",
+            options,
+            "--weights",
+            weights,
+            "--input",
+            str(source),
+            "--output",
+            out,
+            *threads,
+        ]
         commands = {
-            "per-timestep baseline": [sys.executable, "-m", "benchmarks.embed_process", *threads,
-                                      "--baseline", options, weights, str(source), out],
+            "per-timestep baseline": [
+                sys.executable,
+                "-m",
+                "benchmarks.embed_process",
+                *threads,
+                "--baseline",
+                options,
+                weights,
+                str(source),
+                out,
+            ],
             "ner_app embed, fp32": embed,
             "ner_app embed, bf16 autocast": [*embed, "--precision", "bf16"],
-        }  # fmt: skip
+        }
         processes = {
             name: partial(subprocess.run, command, cwd=ROOT, check=True, capture_output=True)
             for name, command in commands.items()
         }
         medians = {name: m.median for name, m in interleaved(processes, args.repeats, warmup=0).items()}
-    print(f"torch {torch.__version__}, {args.threads} threads, CPU {cpu_name()}; biLM '{args.size}', "
-          f"{args.sentences} sentences, {tokens:,} tokens; median of {args.repeats} whole processes\n")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {args.threads} threads, CPU {cpu_name()}; biLM '{args.size}', "
+        f"{args.sentences} sentences, {tokens:,} tokens; median of {args.repeats} whole processes\n"
+    )
     base = medians["per-timestep baseline"]
     rows = [(name, f"{m:.1f}", f"{tokens / m:,.0f}", f"{base / m:.2f}x") for name, m in medians.items()]
     print_table(["process", "seconds", "tokens/s", "speedup vs baseline"], rows)

@@ -50,17 +50,32 @@ def failed(what: str, log: str) -> list[str]:
 
 def train_one_epoch(config: str, out: Path, overrides: list[str]) -> list[str]:
     code, seconds, log = run(
-        [sys.executable, "-m", "ner_app", "train", "--config", f"configs/{config}", f"output_dir={out}",
-         "trainer.max_epochs=1", "trainer.precision=bf16-mixed", "trainer.accelerator=gpu",
-         f"elmo.cache_dir={out.parent / 'cache'}", "trainer.enable_progress_bar=false", *overrides], timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "train",
+            "--config",
+            f"configs/{config}",
+            f"output_dir={out}",
+            "trainer.max_epochs=1",
+            "trainer.precision=bf16-mixed",
+            "trainer.accelerator=gpu",
+            f"elmo.cache_dir={out.parent / 'cache'}",
+            "trainer.enable_progress_bar=false",
+            *overrides,
+        ],
+        timeout=240,
+    )
     if code != 0:
         return failed(f"train {config} (1 epoch, bf16-mixed)", log)
     metrics = json.loads((out / "metrics.json").read_text())
     speed = last_logged(out, "train/device/samples_per_sec")
-    return [f"train {config} (1 epoch, bf16-mixed, cache on)",
-            f"dev F1 {metrics['dev']['f1']:.2f}, test F1 {metrics['test']['f1']:.2f}",
-            f"{speed:,.0f} train sentences/s; {seconds:.0f} s in all" if speed else f"{seconds:.0f} s in all"]  # fmt: skip
+    return [
+        f"train {config} (1 epoch, bf16-mixed, cache on)",
+        f"dev F1 {metrics['dev']['f1']:.2f}, test F1 {metrics['test']['f1']:.2f}",
+        f"{speed:,.0f} train sentences/s; {seconds:.0f} s in all" if speed else f"{seconds:.0f} s in all",
+    ]
 
 
 def embed_speed() -> list[list[str]]:
@@ -86,19 +101,36 @@ def embed_speed() -> list[list[str]]:
             "bf16": partial(embed_all, batches, torch.bfloat16),
         }
         for name, m in interleaved(passes, repeats=3).items():
-            rows.append([f"biLM embed, batch {batch}, {name}", f"{tokens / m.median:,.0f} tokens/s",
-                         f"{len(sentences)} dev sentences, median of 3 passes"])  # fmt: skip
+            rows.append(
+                [
+                    f"biLM embed, batch {batch}, {name}",
+                    f"{tokens / m.median:,.0f} tokens/s",
+                    f"{len(sentences)} dev sentences, median of 3 passes",
+                ]
+            )
         rows[-1][2] += f"; peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB (both passes)"
     return rows
 
 
 def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
     code, seconds, log = run(
-        [sys.executable, "-m", "ner_app", "pretrain-bilm", "--config", "configs/bilm_news.yaml", f"output_dir={out}",
-         f"train.max_steps={steps}", f"train.val_every_n_steps={steps}", "train.val_max_sentences=64",
-         "data.heldout_max_sentences=64", "train.enable_progress_bar=false", "data.max_train_tokens=2000000"],
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "pretrain-bilm",
+            "--config",
+            "configs/bilm_news.yaml",
+            f"output_dir={out}",
+            f"train.max_steps={steps}",
+            f"train.val_every_n_steps={steps}",
+            "train.val_max_sentences=64",
+            "data.heldout_max_sentences=64",
+            "train.enable_progress_bar=false",
+            "data.max_train_tokens=2000000",
+        ],
         timeout=240,
-    )  # fmt: skip
+    )
     if code != 0:
         return failed("pretrain bilm_news.yaml", log)
     metrics = json.loads((out / "metrics.json").read_text())

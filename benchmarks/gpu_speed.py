@@ -31,11 +31,24 @@ BATCHES = (64, 256, 1024)
 
 def train_rate(out: Path, batch: int, overrides: list[str]) -> list[str]:
     code, seconds, log = run(
-        [sys.executable, "-m", "ner_app", "train", "--config", "configs/conll2003_baseline.yaml",
-         f"output_dir={out}", "trainer.max_epochs=1", "trainer.precision=bf16-mixed", "trainer.accelerator=gpu",
-         f"data.batch_size={batch}", f"data.max_tokens_per_batch={batch * 128}",
-         "trainer.enable_progress_bar=false", *overrides], timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "train",
+            "--config",
+            "configs/conll2003_baseline.yaml",
+            f"output_dir={out}",
+            "trainer.max_epochs=1",
+            "trainer.precision=bf16-mixed",
+            "trainer.accelerator=gpu",
+            f"data.batch_size={batch}",
+            f"data.max_tokens_per_batch={batch * 128}",
+            "trainer.enable_progress_bar=false",
+            *overrides,
+        ],
+        timeout=240,
+    )
     if code != 0:
         return [f"train, batch {batch}", "FAILED", (log.strip().splitlines() or [""])[-1][:120]]
     speed = last_logged(out, "train/device/samples_per_sec")
@@ -75,8 +88,16 @@ def bare_steps(overrides: list[str]) -> tuple[list[list[str]], str]:
         optimizer = torch.optim.Adam(
             [p for p in tagger.parameters() if p.requires_grad], lr=1e-3, foreach=True
         )
-        dm = ConllDataModule(corpus, spec, batch_size=batch, eval_batch_size=256, num_workers=0, seed=0,
-                             max_tokens=batch * 128, eval_max_tokens=None)  # fmt: skip
+        dm = ConllDataModule(
+            corpus,
+            spec,
+            batch_size=batch,
+            eval_batch_size=256,
+            num_workers=0,
+            seed=0,
+            max_tokens=batch * 128,
+            eval_max_tokens=None,
+        )
         staged = []
         for b in islice(dm.dataloader("train", shuffle=True), 40):
             staged.append({k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in b.items()})
@@ -106,17 +127,33 @@ def bare_steps(overrides: list[str]) -> tuple[list[list[str]], str]:
 
 def pretrain_rate(out: Path, batch: int, steps: int = 100) -> list[str]:
     code, seconds, log = run(
-        [sys.executable, "-m", "ner_app", "pretrain-bilm", "--config", "configs/bilm_news.yaml", f"output_dir={out}",
-         f"train.max_steps={steps}", f"train.val_every_n_steps={steps}", "train.val_max_sentences=64",
-         "data.heldout_max_sentences=64", "train.enable_progress_bar=false", "data.max_train_tokens=2000000",
-         f"train.batch_size={batch}", "train.accelerator=gpu"],
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "pretrain-bilm",
+            "--config",
+            "configs/bilm_news.yaml",
+            f"output_dir={out}",
+            f"train.max_steps={steps}",
+            f"train.val_every_n_steps={steps}",
+            "train.val_max_sentences=64",
+            "data.heldout_max_sentences=64",
+            "train.enable_progress_bar=false",
+            "data.max_train_tokens=2000000",
+            f"train.batch_size={batch}",
+            "train.accelerator=gpu",
+        ],
         timeout=240,
-    )  # fmt: skip
+    )
     if code != 0:
         return [f"pretrain, batch {batch}", "FAILED", (log.strip().splitlines() or [""])[-1][:120]]
     logged = last_logged(out, "train/device/items_per_sec")
-    return [f"pretrain 100 steps, batch {batch}", f"{logged:,.0f} tokens/s (one direction)" if logged else "?",
-            f"{seconds:.0f} s in all"]  # fmt: skip
+    return [
+        f"pretrain 100 steps, batch {batch}",
+        f"{logged:,.0f} tokens/s (one direction)" if logged else "?",
+        f"{seconds:.0f} s in all",
+    ]
 
 
 def main(overrides: list[str]) -> int:

@@ -86,8 +86,15 @@ def write_export(folder: Path, data: Path) -> Path:
     from ner_app.train.corpus import load_corpus
     from ner_app.train.run import build_spec, build_tagger, load_elmo
 
-    cfg = load_config(ROOT / "configs/conll2003_elmo.yaml", [f"data.dir={data}", "model.glove=null",
-                      f"elmo.options={BILM / 'options.json'}", f"elmo.weights={BILM / 'weights.hdf5'}"])  # fmt: skip
+    cfg = load_config(
+        ROOT / "configs/conll2003_elmo.yaml",
+        [
+            f"data.dir={data}",
+            "model.glove=null",
+            f"elmo.options={BILM / 'options.json'}",
+            f"elmo.weights={BILM / 'weights.hdf5'}",
+        ],
+    )
     corpus = load_corpus(cfg.data.dir, None, cfg.data.scheme)
     bilm, ref = load_elmo(cfg)
     spec = build_spec(cfg, corpus, ref, None)
@@ -153,9 +160,15 @@ def tagger_cell(task: str, budget: bool, data: Path) -> None:
     d = cfg.data
     corpus = load_corpus(d.dir, None, d.scheme)
     spec = build_spec(cfg, corpus, None, None)
-    dm = ConllDataModule(corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size, seed=cfg.seed,
-                         max_tokens=d.max_tokens_per_batch if budget else None,
-                         eval_max_tokens=d.eval_max_tokens_per_batch if budget else None)  # fmt: skip
+    dm = ConllDataModule(
+        corpus,
+        spec,
+        batch_size=d.batch_size,
+        eval_batch_size=d.eval_batch_size,
+        seed=cfg.seed,
+        max_tokens=d.max_tokens_per_batch if budget else None,
+        eval_max_tokens=d.eval_max_tokens_per_batch if budget else None,
+    )
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(build_tagger(cfg, spec, None, corpus, None), spec, gold, lr=cfg.optim.lr)
     quiet = RuntimeConfig(accelerator="cpu", precision="32-true", enable_progress_bar=False)
@@ -176,8 +189,18 @@ def measure(
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         os.nice(5)
 
-    command = [sys.executable, "-m", "benchmarks.memory", "--cell", task, mode, str(data), str(export),
-               "--threads", str(threads)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.memory",
+        "--cell",
+        task,
+        mode,
+        str(data),
+        str(export),
+        "--threads",
+        str(threads),
+    ]
     start = time.perf_counter()
     with open(log, "wb") as err:
         child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=limited)
@@ -185,10 +208,16 @@ def measure(
     child.returncode = os.waitstatus_to_exitcode(status)
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
     ok = child.returncode == 0
-    return {"task": task, "mode": mode, "returncode": child.returncode, "ok": ok,
-            "over_limit": not ok and any(m in "\n".join(tail) for m in MEMORY_ERRORS),
-            "peak_rss_bytes": usage.ru_maxrss * 1024, "seconds": round(time.perf_counter() - start, 1),
-            "stderr_tail": [] if ok else tail}  # fmt: skip
+    return {
+        "task": task,
+        "mode": mode,
+        "returncode": child.returncode,
+        "ok": ok,
+        "over_limit": not ok and any(m in "\n".join(tail) for m in MEMORY_ERRORS),
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "seconds": round(time.perf_counter() - start, 1),
+        "stderr_tail": [] if ok else tail,
+    }
 
 
 # ------------------------------------------------------------------------------------------- the table
@@ -221,7 +250,7 @@ def table(cells: list[dict[str, Any]], lengths: list[int], limit_gb: float) -> l
                 if base and base["ok"] and new["ok"]
                 else ""
             )
-            rows.append([task, f"{n:,}", shown(old, limit_gb), shown(new, limit_gb), ratio, growth])  # fmt: skip
+            rows.append([task, f"{n:,}", shown(old, limit_gb), shown(new, limit_gb), ratio, growth])
     return rows
 
 
@@ -253,9 +282,11 @@ def main() -> None:
     limit = int(args.limit_gb * 2**30)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"{cpu_name()}, {os.cpu_count()} cores, torch threads {args.threads}; train {args.train_sentences} "
-              f"and dev/test {args.eval_sentences} CoNLL-2003 sentences of at most 50 tokens, plus one sentence "
-              f"of the longest length in every split; address-space limit {args.limit_gb:g} GiB a cell")  # fmt: skip
+    header = (
+        f"{cpu_name()}, {os.cpu_count()} cores, torch threads {args.threads}; train {args.train_sentences} "
+        f"and dev/test {args.eval_sentences} CoNLL-2003 sentences of at most 50 tokens, plus one sentence "
+        f"of the longest length in every split; address-space limit {args.limit_gb:g} GiB a cell"
+    )
     print(header + "\n", flush=True)
     cells: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="memory_") as tmp:
@@ -268,14 +299,30 @@ def main() -> None:
                 for mode in MODES:
                     cell = measure(task, mode, data, export, limit, args.threads, work / "stderr.txt")
                     cells.append({**cell, "longest": n})
-                    print(f"  {task} longest {n:,} {mode}: {shown(cell, args.limit_gb)} in {cell['seconds']} s",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"  {task} longest {n:,} {mode}: {shown(cell, args.limit_gb)} in {cell['seconds']} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     rows = table(cells, lengths, args.limit_gb)
-    print_table(["task", "longest sentence", "no budget", "token budget", "no budget / budget",
-                 f"budget vs longest {lengths[0]:,}"], rows, left=2)  # fmt: skip
+    print_table(
+        [
+            "task",
+            "longest sentence",
+            "no budget",
+            "token budget",
+            "no budget / budget",
+            f"budget vs longest {lengths[0]:,}",
+        ],
+        rows,
+        left=2,
+    )
     write_text(out / "cells.json", json.dumps({"machine": header, "cells": cells}, indent=1) + "\n")
-    lines = ["| task | longest sentence | no budget | token budget | no budget / budget | growth |",
-             "|---|---|---:|---:|---:|---:|", *("| " + " | ".join(r) + " |" for r in rows)]  # fmt: skip
+    lines = [
+        "| task | longest sentence | no budget | token budget | no budget / budget | growth |",
+        "|---|---|---:|---:|---:|---:|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
     write_text(out / "table.md", header + "\n\n" + "\n".join(lines) + "\n")
 
 

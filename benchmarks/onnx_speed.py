@@ -106,9 +106,12 @@ def main() -> None:
         print(f"ONNX: {sizes(onnx_dir)}; export --onnx took {export_seconds:.1f} s\n")
 
         loads = interleaved(
-            {"torch": lambda: Predictor.from_export(export), "onnx": lambda: OnnxPredictor(onnx_dir, threads=args.threads)},
+            {
+                "torch": lambda: Predictor.from_export(export),
+                "onnx": lambda: OnnxPredictor(onnx_dir, threads=args.threads),
+            },
             args.repeats,
-        )  # fmt: skip
+        )
         torch_predictor = Predictor.from_export(export)
         onnx = OnnxPredictor(onnx_dir, threads=args.threads)
         if [t for t, _ in torch_predictor.tag(sentences)] != [t for t, _ in onnx.tag(sentences)]:
@@ -125,11 +128,15 @@ def main() -> None:
     print_table(
         ["step", "torch (ms)", "onnxruntime + numpy (ms)", "torch / onnx"],
         (
-            (step, f"{1000 * t['torch'].median:,.1f}", f"{1000 * t['onnx'].median:,.1f}",
-             f"{t['torch'].median / t['onnx'].median:.2f}")
+            (
+                step,
+                f"{1000 * t['torch'].median:,.1f}",
+                f"{1000 * t['onnx'].median:,.1f}",
+                f"{t['torch'].median / t['onnx'].median:.2f}",
+            )
             for step, t in rows
         ),
-    )  # fmt: skip
+    )
 
 
 def parts(

@@ -66,9 +66,15 @@ class Variant:
         t = cfg.train
         torch.manual_seed(cfg.seed)
         self.module = BilmLanguageModel(
-            bilm_options(cfg).to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer,
-            t.lr, cfg.seed, sentence_reset=t.sentence_reset,
-        )  # fmt: skip
+            bilm_options(cfg).to_dict(),
+            len(vocab),
+            t.n_negative_samples,
+            cfg.model.dropout,
+            t.optimizer,
+            t.lr,
+            cfg.seed,
+            sentence_reset=t.sentence_reset,
+        )
         for hook in ("log", "log_dict"):  # no Trainer to log to
             setattr(self.module, hook, lambda *a, **k: None)
         self.module.train()
@@ -193,9 +199,11 @@ def main() -> None:
     corpus = read_corpus(cfg.data.train, args.tokens)
     vocab = SoftmaxVocab.from_counts(corpus.counts(), cfg.data.vocab_size)
     variants = [Variant(name, cfg, corpus, vocab) for name in args.variants.split(",")]
-    print(f"config {args.config}: biLM {bilm_options(cfg).num_parameters():,} parameters, softmax "
-          f"{len(vocab):,} x {cfg.model.projection_dim}, {cfg.train.n_negative_samples} negatives, "
-          f"unroll {cfg.train.unroll_steps}; {machine()}")  # fmt: skip
+    print(
+        f"config {args.config}: biLM {bilm_options(cfg).num_parameters():,} parameters, softmax "
+        f"{len(vocab):,} x {cfg.model.projection_dim}, {cfg.train.n_negative_samples} negatives, "
+        f"unroll {cfg.train.unroll_steps}; {machine()}"
+    )
     for v in variants:
         for _ in range(args.warmup):
             v.step()
@@ -209,9 +217,11 @@ def main() -> None:
     # and cycle (Intel's figure for one TMUL). Both at the nominal clock of /proc/cpuinfo.
     peak32 = args.threads * 2 * 16 * 2 * mhz / 1e3
     peak16 = args.threads * 1024 * mhz / 1e3
-    print(f"\npeak (nominal {mhz:.0f} MHz, {args.threads} cores): fp32 FMA {peak32:.0f} GFLOP/s, "
-          f"AMX bf16 {peak16:.0f} GFLOP/s; measured 2048^3 matmul: fp32 {matmul_peak(torch.float32):.0f} "
-          f"GFLOP/s, bf16 {matmul_peak(torch.bfloat16):.0f} GFLOP/s\n")  # fmt: skip
+    print(
+        f"\npeak (nominal {mhz:.0f} MHz, {args.threads} cores): fp32 FMA {peak32:.0f} GFLOP/s, "
+        f"AMX bf16 {peak16:.0f} GFLOP/s; measured 2048^3 matmul: fp32 {matmul_peak(torch.float32):.0f} "
+        f"GFLOP/s, bf16 {matmul_peak(torch.bfloat16):.0f} GFLOP/s\n"
+    )
     base_speed = variants[0].tokens / median[variants[0].name]
     rows = []
     for v in variants:
@@ -219,12 +229,32 @@ def main() -> None:
         speed = v.tokens / step
         gflop = 0.0 if args.no_flops else v.flops() / 1e9
         peak = peak16 if v.bf16 else peak32
-        rows.append((v.name, f"{v.batch}x{cfg.train.unroll_steps}", "bf16-mixed" if v.bf16 else "32-true",
-                     "trimmed" if v.trim else "50 ids", f"{step * 1e3:.0f}", f"{speed:,.0f}",
-                     f"{speed / base_speed:.2f}x", f"{gflop:.1f}", f"{gflop / step:.0f}",
-                     f"{100 * gflop / step / peak:.1f}%" if peak else "n/a"))  # fmt: skip
-    header = ["variant", "batch x unroll", "precision", "char CNN", "ms/step", "tokens/s", f"vs {variants[0].name}",
-              "GFLOP/step", "GFLOP/s", "% of peak"]  # fmt: skip
+        rows.append(
+            (
+                v.name,
+                f"{v.batch}x{cfg.train.unroll_steps}",
+                "bf16-mixed" if v.bf16 else "32-true",
+                "trimmed" if v.trim else "50 ids",
+                f"{step * 1e3:.0f}",
+                f"{speed:,.0f}",
+                f"{speed / base_speed:.2f}x",
+                f"{gflop:.1f}",
+                f"{gflop / step:.0f}",
+                f"{100 * gflop / step / peak:.1f}%" if peak else "n/a",
+            )
+        )
+    header = [
+        "variant",
+        "batch x unroll",
+        "precision",
+        "char CNN",
+        "ms/step",
+        "tokens/s",
+        f"vs {variants[0].name}",
+        "GFLOP/step",
+        "GFLOP/s",
+        "% of peak",
+    ]
     print_table(header, rows, left=4)
     fastest = max(variants, key=lambda v: v.tokens / median[v.name])
     shown = [variants[0]] + ([fastest] if fastest is not variants[0] else [])

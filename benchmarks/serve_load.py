@@ -64,10 +64,21 @@ def stand_in(size: str, folder: Path) -> Path:
         options, weights = save_bilm(random_bilm("original").eval(), folder / "bilm")
     else:
         options, weights = ROOT / "data/bilm/options.json", ROOT / "data/bilm/weights.hdf5"
-    code = train.main(["--config", str(ROOT / "configs/conll2003_elmo.yaml"), f"output_dir={folder / 'run'}",
-                       f"data.dir={TINY}", "model.glove=null", f"elmo.options={options}", f"elmo.weights={weights}",
-                       "elmo.cache_dir=null", "trainer.max_epochs=1", "trainer.threads=1",
-                       "trainer.enable_progress_bar=false"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/conll2003_elmo.yaml"),
+            f"output_dir={folder / 'run'}",
+            f"data.dir={TINY}",
+            "model.glove=null",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            "elmo.cache_dir=null",
+            "trainer.max_epochs=1",
+            "trainer.threads=1",
+            "trainer.enable_progress_bar=false",
+        ]
+    )
     if code != 0:
         raise RuntimeError(f"training the {size} stand-in failed ({code})")
     return folder / "run" / "export"
@@ -78,9 +89,25 @@ def per_process(model: Path, texts: list[str], threads: int, runs: int) -> list[
     seconds = []
     for text in texts[:runs]:
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ner_app", "predict", "--model", str(model), "--input", "-",
-                        "--threads", str(threads)], input=text + "\n", capture_output=True, text=True,
-                       check=True, cwd=ROOT)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ner_app",
+                "predict",
+                "--model",
+                str(model),
+                "--input",
+                "-",
+                "--threads",
+                str(threads),
+            ],
+            input=text + "\n",
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         seconds.append(time.perf_counter() - start)
     return seconds
 
@@ -110,9 +137,25 @@ def free_port() -> int:
 def start_server(model: Path, threads: int, log: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "ner_app", "serve", "--model", str(model), "--port",
-                                 str(port), "--threads", str(threads), *extra], stdout=subprocess.DEVNULL,
-                                stderr=err, cwd=ROOT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ner_app",
+                "serve",
+                "--model",
+                str(model),
+                "--port",
+                str(port),
+                "--threads",
+                str(threads),
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -179,8 +222,12 @@ def measure(name: str, model: Path, texts: list[str], args: argparse.Namespace, 
         result["rounds"] = []
         for r in range(args.rounds):
             print(f"{name}: round {r + 1} of {args.rounds} ...", file=sys.stderr, flush=True)
-            found: dict[str, Any] = {"load": os.getloadavg()[0], "ceiling": all_at_once(predictor, texts),
-                                     "grouped": {}, "served": {}}  # fmt: skip
+            found: dict[str, Any] = {
+                "load": os.getloadavg()[0],
+                "ceiling": all_at_once(predictor, texts),
+                "grouped": {},
+                "served": {},
+            }
             for clients in args.clients:
                 found["grouped"][clients] = grouped(predictor, texts, clients, args.seconds)
                 found["served"][clients] = load(port, texts, clients, args.seconds)
@@ -196,19 +243,52 @@ def rows(result: dict[str, Any], clients: list[int]) -> list[list[object]]:
     top = statistics.median(r["ceiling"] for r in rounds)
     process = statistics.median(result["per_process"])
     out: list[list[object]] = [
-        [result["model"], "one `predict` process per request", 1, f"{1 / process:.2f}", f"{process * 1000:.0f}",
-         f"{max(result['per_process']) * 1000:.0f}", f"{100 / process / top:.2g}%"],
-        [result["model"], "in process, all sentences in one call (the ceiling)", "-", f"{top:.1f}", "-", "-", "100%"],
-    ]  # fmt: skip
+        [
+            result["model"],
+            "one `predict` process per request",
+            1,
+            f"{1 / process:.2f}",
+            f"{process * 1000:.0f}",
+            f"{max(result['per_process']) * 1000:.0f}",
+            f"{100 / process / top:.2g}%",
+        ],
+        [
+            result["model"],
+            "in process, all sentences in one call (the ceiling)",
+            "-",
+            f"{top:.1f}",
+            "-",
+            "-",
+            "100%",
+        ],
+    ]
     for c in clients:
         alone = statistics.median(r["grouped"][c] for r in rounds)
         served = statistics.median(r["served"][c]["rps"] for r in rounds)
         ordered = sorted(t for r in rounds for t in r["served"][c]["latencies"])
         p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-        out.append([result["model"], f"in process, {c} sentence{'s' * (c > 1)} a call", "-", f"{alone:.1f}", "-",
-                    "-", f"{100 * alone / top:.0f}%"])  # fmt: skip
-        out.append([result["model"], "`serve`", c, f"{served:.1f}", f"{p50 * 1000:.0f}", f"{p99 * 1000:.0f}",
-                    f"{100 * served / top:.0f}%"])  # fmt: skip
+        out.append(
+            [
+                result["model"],
+                f"in process, {c} sentence{'s' * (c > 1)} a call",
+                "-",
+                f"{alone:.1f}",
+                "-",
+                "-",
+                f"{100 * alone / top:.0f}%",
+            ]
+        )
+        out.append(
+            [
+                result["model"],
+                "`serve`",
+                c,
+                f"{served:.1f}",
+                f"{p50 * 1000:.0f}",
+                f"{p99 * 1000:.0f}",
+                f"{100 * served / top:.0f}%",
+            ]
+        )
     return out
 
 
@@ -257,9 +337,11 @@ def main() -> None:
             results.append(measure(name, model, texts, args, folder))
     header = ["model", "how", "clients", "requests/s", "p50 ms", "p99 ms", "of the ceiling"]
     table = [row for result in results for row in rows(result, args.clients)]
-    note = (f"{machine()}; load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; "
-            f"{len(texts)} dev sentences, one a request; serve --threads {args.threads}"
-            f"{f' --max-batch-size {args.max_batch_size}' if args.max_batch_size else ''}")  # fmt: skip
+    note = (
+        f"{machine()}; load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; "
+        f"{len(texts)} dev sentences, one a request; serve --threads {args.threads}"
+        f"{f' --max-batch-size {args.max_batch_size}' if args.max_batch_size else ''}"
+    )
     print(note)
     print_table(header, table, left=2)
     if args.out:

@@ -32,9 +32,17 @@ def shared_path(*parts: str) -> Path:
 
 
 TINY_OPTIONS = BilmOptions(
-    char_dim=4, filters=((1, 4), (2, 8), (3, 8)), n_highway=1, activation="relu", lstm_dim=12,
-    projection_dim=6, n_layers=2, cell_clip=3.0, proj_clip=3.0, use_skip_connections=True,
-)  # fmt: skip
+    char_dim=4,
+    filters=((1, 4), (2, 8), (3, 8)),
+    n_highway=1,
+    activation="relu",
+    lstm_dim=12,
+    projection_dim=6,
+    n_layers=2,
+    cell_clip=3.0,
+    proj_clip=3.0,
+    use_skip_connections=True,
+)
 
 
 def random_bilm(options: BilmOptions = TINY_OPTIONS, seed: int = 0, scale: float = 0.5):
@@ -70,11 +78,19 @@ def write_grammar(path: Path, sentences: int, seed: int, doc_every: int = 7) -> 
 
 def tiny_overrides(tmp_path: Path, corpus: Path, heldout: list[Path], steps: int) -> list[str]:
     return [
-        f"output_dir={tmp_path / 'run'}", f"data.train={corpus}", f"data.heldout=[{', '.join(map(str, heldout))}]",
-        "data.vocab_size=50", "data.heldout_max_sentences=null", "data.max_train_tokens=null",
-        f"train.max_steps={steps}", "train.batch_size=16", "train.unroll_steps=10", "train.n_negative_samples=8",
-        "train.lr=0.02", "train.val_every_n_steps=50",
-    ]  # fmt: skip
+        f"output_dir={tmp_path / 'run'}",
+        f"data.train={corpus}",
+        f"data.heldout=[{', '.join(map(str, heldout))}]",
+        "data.vocab_size=50",
+        "data.heldout_max_sentences=null",
+        "data.max_train_tokens=null",
+        f"train.max_steps={steps}",
+        "train.batch_size=16",
+        "train.unroll_steps=10",
+        "train.n_negative_samples=8",
+        "train.lr=0.02",
+        "train.val_every_n_steps=50",
+    ]
 
 
 # ---------------------------------------------------------------- hostile input (tests/system/hostile/)
@@ -84,9 +100,18 @@ ROOT = REPO
 
 
 def train_args(run: Path, *extra: str) -> list[str]:
-    return ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-            f"elmo.options={TINY_BILM / 'options.json'}", f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
-            "elmo.cache_dir=null", "trainer.max_epochs=2", "trainer.threads=1", *extra]  # fmt: skip
+    return [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={TINY}",
+        f"elmo.options={TINY_BILM / 'options.json'}",
+        f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
+        "elmo.cache_dir=null",
+        "trainer.max_epochs=2",
+        "trainer.threads=1",
+        *extra,
+    ]
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str], *parts: str) -> str:
@@ -120,8 +145,13 @@ def predict_bytes(monkeypatch, capsys, export: Path, data: bytes, *extra: str) -
 
 def run_with_file_limit(limit: int, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", DISK_LIMIT.format(limit=limit), *args], capture_output=True,
-                          text=True, env=env, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", DISK_LIMIT.format(limit=limit), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 DISK_LIMIT = """

@@ -15,8 +15,23 @@ from ner_app.bilm.weights import (
 )
 
 __all__ = [
-    "BidirectionalLM", "BiLMOutput", "BilmOptions", "Elmo", "ElmoOutput", "OptionsError", "ScalarMix",
-    "WeightFileError", "add_sentence_boundaries", "batch_to_ids", "bilm_fingerprint", "load_bilm",
-    "load_weights", "read_options", "remove_sentence_boundaries", "save_bilm", "save_weights", "token_to_ids",
+    "BidirectionalLM",
+    "BiLMOutput",
+    "BilmOptions",
+    "Elmo",
+    "ElmoOutput",
+    "OptionsError",
+    "ScalarMix",
+    "WeightFileError",
+    "add_sentence_boundaries",
+    "batch_to_ids",
+    "bilm_fingerprint",
+    "load_bilm",
+    "load_weights",
+    "read_options",
+    "remove_sentence_boundaries",
+    "save_bilm",
+    "save_weights",
+    "token_to_ids",
     "write_options",
-]  # fmt: skip
+]

@@ -69,9 +69,17 @@ class BidirectionalLM(nn.Module):
         super().__init__()
         self.token_encoder = TokenEncoder(char_dim, filters, n_highway, projection_dim, activation, trim_tail)
         self.lstm = ElmoLstm(
-            projection_dim, lstm_dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections,
-            stateful=stateful, dropout=dropout, torch_lstm=torch_lstm,
-        )  # fmt: skip
+            projection_dim,
+            lstm_dim,
+            projection_dim,
+            n_layers,
+            cell_clip,
+            proj_clip,
+            use_skip_connections,
+            stateful=stateful,
+            dropout=dropout,
+            torch_lstm=torch_lstm,
+        )
         self.projection_dim = projection_dim
 
     @property

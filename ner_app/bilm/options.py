@@ -86,18 +86,21 @@ class BilmOptions(BilmShape):
                 math.isfinite(clip) and clip > 0
             ):  # -1 would clamp every value to -1
                 raise OptionsError(f"{source}: 'lstm.{key}' must be a positive number or null, found {clip}")
-        return _bounded(source, cls(
-            char_dim=embedding["dim"],
-            filters=tuple((w, c) for w, c in filters),
-            n_highway=get("char_cnn", "n_highway", (int,)),
-            activation=cast(Any, activation),
-            lstm_dim=get("lstm", "dim", (int,)),
-            projection_dim=get("lstm", "projection_dim", (int,)),
-            n_layers=get("lstm", "n_layers", (int,)),
-            cell_clip=None if clips[0] is None else float(clips[0]),
-            proj_clip=None if clips[1] is None else float(clips[1]),
-            use_skip_connections=get("lstm", "use_skip_connections", (bool,), False),
-        ))  # fmt: skip
+        return _bounded(
+            source,
+            cls(
+                char_dim=embedding["dim"],
+                filters=tuple((w, c) for w, c in filters),
+                n_highway=get("char_cnn", "n_highway", (int,)),
+                activation=cast(Any, activation),
+                lstm_dim=get("lstm", "dim", (int,)),
+                projection_dim=get("lstm", "projection_dim", (int,)),
+                n_layers=get("lstm", "n_layers", (int,)),
+                cell_clip=None if clips[0] is None else float(clips[0]),
+                proj_clip=None if clips[1] is None else float(clips[1]),
+                use_skip_connections=get("lstm", "use_skip_connections", (bool,), False),
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The options.json content, in the layout of the released files."""

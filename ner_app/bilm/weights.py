@@ -51,18 +51,30 @@ def _layout(bilm: BidirectionalLM) -> Iterator[tuple[str, tuple[int, ...], Gette
         count, dim, width = conv.weight.shape
         assert conv.bias is not None  # every convolution of the char CNN has a bias
         # TF conv2d kernels are (1, width, in, out); torch Conv1d weights are (out, in, width).
-        yield (f"CNN/W_cnn_{i}", (1, width, dim, count), lambda c=conv: c.weight.permute(2, 1, 0)[None],
-               param_setter(conv.weight, lambda a: a[0].permute(2, 1, 0)))  # fmt: skip
+        yield (
+            f"CNN/W_cnn_{i}",
+            (1, width, dim, count),
+            lambda c=conv: c.weight.permute(2, 1, 0)[None],
+            param_setter(conv.weight, lambda a: a[0].permute(2, 1, 0)),
+        )
         yield f"CNN/b_cnn_{i}", (count,), lambda c=conv: c.bias, param_setter(conv.bias, lambda a: a)
     dim = enc.highway.dim
     for k, layer in enumerate(enc.highway.layers):
         for j, part in enumerate(("transform", "carry")):
             rows = slice(j * dim, (j + 1) * dim)
             # TF matrices are (in, out), torch Linear is (out, in); we fuse transform and carry in one Linear.
-            yield (f"CNN_high_{k}/W_{part}", (dim, dim), lambda w=layer.weight, r=rows: w[r].t(),
-                   param_setter(layer.weight[rows], lambda a: a.t()))  # fmt: skip
-            yield (f"CNN_high_{k}/b_{part}", (dim,), lambda b=layer.bias, r=rows: b[r],
-                   param_setter(layer.bias[rows], lambda a: a))  # fmt: skip
+            yield (
+                f"CNN_high_{k}/W_{part}",
+                (dim, dim),
+                lambda w=layer.weight, r=rows: w[r].t(),
+                param_setter(layer.weight[rows], lambda a: a.t()),
+            )
+            yield (
+                f"CNN_high_{k}/b_{part}",
+                (dim,),
+                lambda b=layer.bias, r=rows: b[r],
+                param_setter(layer.bias[rows], lambda a: a),
+            )
     proj = enc.projection
     # TF matrices are (in, out), torch Linear is (out, in).
     yield (
@@ -78,8 +90,12 @@ def _layout(bilm: BidirectionalLM) -> Iterator[tuple[str, tuple[int, ...], Gette
             w_in, w_state = cell.input_linearity.weight, cell.state_linearity.weight  # (4C, I), (4C, P)
             n_in = w_in.shape[1]
             # TF keeps one (I + P, 4C) matrix for [x_t; h_{t-1}]; we split it into input and state parts.
-            yield (f"{prefix}/W_0", (n_in + w_state.shape[1], w_in.shape[0]),
-                   lambda a=w_in, b=w_state: torch.cat([a, b], dim=1).t(), _split_setter(w_in, w_state, n_in))  # fmt: skip
+            yield (
+                f"{prefix}/W_0",
+                (n_in + w_state.shape[1], w_in.shape[0]),
+                lambda a=w_in, b=w_state: torch.cat([a, b], dim=1).t(),
+                _split_setter(w_in, w_state, n_in),
+            )
             # B is stored without TF's forget bias; the cell adds forget_bias at run time, as TF does.
             bias = cell.input_linearity.bias
             yield f"{prefix}/B", tuple(bias.shape), lambda b=bias: b, param_setter(bias, lambda a: a)
@@ -183,10 +199,23 @@ def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
     with f, _hdf5_errors(path):
         cell = "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell"
         wp = f"{cell.format(0)}/W_P_0"
-        checks = [("char_cnn.embedding.dim", "char_embed", 1, options.char_dim, None),
-                  ("lstm.dim", f"{cell.format(0)}/W_0", 1, 4 * options.lstm_dim,
-                   (2 * options.projection_dim, 4 * options.lstm_dim)),
-                  ("lstm.projection_dim", wp, 1, options.projection_dim, (options.lstm_dim, options.projection_dim))]  # fmt: skip
+        checks = [
+            ("char_cnn.embedding.dim", "char_embed", 1, options.char_dim, None),
+            (
+                "lstm.dim",
+                f"{cell.format(0)}/W_0",
+                1,
+                4 * options.lstm_dim,
+                (2 * options.projection_dim, 4 * options.lstm_dim),
+            ),
+            (
+                "lstm.projection_dim",
+                wp,
+                1,
+                options.projection_dim,
+                (options.lstm_dim, options.projection_dim),
+            ),
+        ]
         for key, name, axis, value, expected in checks:
             shape = f[name].shape if isinstance(f.get(name), h5py.Dataset) else None
             if shape is not None and len(shape) > axis and shape[axis] != value:

@@ -28,8 +28,11 @@ def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[s
         return run()
     except (Stopped, SIGTERMException):
         last = Path(output_dir) / "checkpoints" / "last.ckpt"
-        then = (f"the same command with --resume continues from {last}" if last.is_file()
-                else "no checkpoint was written yet: the same command without --resume starts it again")  # fmt: skip
+        then = (
+            f"the same command with --resume continues from {last}"
+            if last.is_file()
+            else "no checkpoint was written yet: the same command without --resume starts it again"
+        )
         print(f"stopped by SIGTERM before the run finished; {then}", file=sys.stderr)
         return None
 
@@ -126,8 +129,10 @@ def _pretrain_bilm(args: argparse.Namespace) -> int:
     if not metrics:  # a DDP rank other than 0: rank 0 reports
         return 0
     for name, result in metrics["heldout"].items():
-        print(f"{name} ({result['context']} context): perplexity forward {result['forward']:.2f} "
-              f"backward {result['backward']:.2f} mean {result['mean']:.2f}")  # fmt: skip
+        print(
+            f"{name} ({result['context']} context): perplexity forward {result['forward']:.2f} "
+            f"backward {result['backward']:.2f} mean {result['mean']:.2f}"
+        )
     print(f"{metrics['steps']} steps; biLM written to {cfg.output_dir} (metrics.json)")
     return 0
 
@@ -152,8 +157,11 @@ def _bilm_perplexity(args: argparse.Namespace) -> int:
     print("|---|---|---:|---:|---:|---:|---:|", file=shown)
     for name, result in results.items():
         for context, r in result["contexts"].items():
-            print(f"| {name} | {context} | {result['sentences']:,} | {r['predicted_tokens']:,} | "
-                  f"{r['forward']:.1f} | {r['backward']:.1f} | {r['mean']:.1f} |", file=shown)  # fmt: skip
+            print(
+                f"| {name} | {context} | {result['sentences']:,} | {r['predicted_tokens']:,} | "
+                f"{r['forward']:.1f} | {r['backward']:.1f} | {r['mean']:.1f} |",
+                file=shown,
+            )
     if args.json:
         from ner_app.files import atomic_path
 

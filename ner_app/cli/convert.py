@@ -26,25 +26,34 @@ def add_convert_parser(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("--from", dest="fmt", choices=FORMATS, help="the input format (default: detected)")
     convert.add_argument("--output", required=True, metavar="OUT", help="OUT.conll (or .txt) or OUT.jsonl")
     convert.add_argument(
-        "--align", default="expand", choices=ALIGN_MODES,
+        "--align",
+        default="expand",
+        choices=ALIGN_MODES,
         help="a span with an edge inside a token: expand to whole tokens (default), contract to the tokens "
         "inside it, or drop it (strict)",
-    )  # fmt: skip
+    )
     convert.add_argument(
-        "--overlap", default="longest", choices=OVERLAP_MODES,
+        "--overlap",
+        default="longest",
+        choices=OVERLAP_MODES,
         help="overlapping spans: keep the longest (default), the first in the file, or stop (error)",
-    )  # fmt: skip
+    )
     convert.add_argument("--labels", metavar="A=B,...", help="rename types (before --types applies)")
     convert.add_argument("--types", metavar="T1,T2,...", help="keep only these types (after --labels)")
     convert.add_argument("--scheme", default="IOB2", choices=["IOB1", "IOB2", "BIOES"], help="output tags")
     convert.add_argument(
-        "--tag-column", type=int, default=-1, metavar="N",
+        "--tag-column",
+        type=int,
+        default=-1,
+        metavar="N",
         help="CoNLL input: the 0-based column of the tag (negative: from the end; default -1, the last)",
-    )  # fmt: skip
+    )
     convert.add_argument(
-        "--annotation", default="first", choices=CHOICES,
+        "--annotation",
+        default="first",
+        choices=CHOICES,
         help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
-    )  # fmt: skip
+    )
     convert.add_argument(
         "--strict",
         action="store_true",
@@ -94,8 +103,11 @@ def convert(args: argparse.Namespace) -> int:
     types = frozenset(t.strip() for t in args.types.split(",") if t.strip()) if args.types else None
     options = Options(
         Policy(_pairs(args.labels, "--labels"), types, args.overlap),
-        args.align, args.scheme, args.tag_column, args.annotation,
-    )  # fmt: skip
+        args.align,
+        args.scheme,
+        args.tag_column,
+        args.annotation,
+    )
     formats = {p: args.fmt or detect_format(p) for p in inputs}
     audit = Audit()
     converted = [d for p in inputs for d in convert_files(formats[p], [p], options, audit)]
@@ -117,8 +129,10 @@ def convert(args: argparse.Namespace) -> int:
     )
     if args.strict and audit.changed:
         print(summary)
-        raise NerAppError(f"{audit.changed} spans were moved, cut or dropped (listed above) and --strict is set; "
-                          f"nothing written to {out}")  # fmt: skip
+        raise NerAppError(
+            f"{audit.changed} spans were moved, cut or dropped (listed above) and --strict is set; "
+            f"nothing written to {out}"
+        )
     if not converted:
         raise NerAppError(f"{', '.join(map(str, inputs))}: no document to convert; nothing written")
     write_converted(out, converted)

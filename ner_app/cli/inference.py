@@ -59,17 +59,34 @@ def embed(args: argparse.Namespace) -> int:
         names = parse_outputs(args.outputs, bilm.num_layers - 1)
         mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
         with inference_autocast(args.device, args.precision):
-            count = embed_outputs_file(bilm, args.input, args.output, names, mix, batch_size=args.batch_size,
-                                       device=args.device, context=args.context,
-                                       max_stream_positions=args.max_stream_positions,
-                                       tokenize_lines=args.tokenize, max_tokens=args.max_tokens)  # fmt: skip
+            count = embed_outputs_file(
+                bilm,
+                args.input,
+                args.output,
+                names,
+                mix,
+                batch_size=args.batch_size,
+                device=args.device,
+                context=args.context,
+                max_stream_positions=args.max_stream_positions,
+                tokenize_lines=args.tokenize,
+                max_tokens=args.max_tokens,
+            )
     elif args.scalar_mix is not None or args.gamma is not None:
         raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
     else:
-        count = embed_file(bilm, args.input, args.output, batch_size=args.batch_size, device=args.device,
-                           context=args.context, max_stream_positions=args.max_stream_positions,
-                           precision=args.precision, tokenize_lines=args.tokenize,
-                           max_tokens=args.max_tokens)  # fmt: skip
+        count = embed_file(
+            bilm,
+            args.input,
+            args.output,
+            batch_size=args.batch_size,
+            device=args.device,
+            context=args.context,
+            max_stream_positions=args.max_stream_positions,
+            precision=args.precision,
+            tokenize_lines=args.tokenize,
+            max_tokens=args.max_tokens,
+        )
     where = "standard output" if args.output == "-" else args.output
     print(f"wrote {count} sentences to {where}", file=sys.stderr)
     return 0
@@ -164,9 +181,11 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2), file=scores)
     else:
-        print(f"{result['file']}: {result['sentences']:,} sentences, {result['tokens']:,} tokens, "
-              f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n",
-              file=scores)  # fmt: skip
+        print(
+            f"{result['file']}: {result['sentences']:,} sentences, {result['tokens']:,} tokens, "
+            f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n",
+            file=scores,
+        )
         print(score_table(result), end="", file=scores)
     if args.predictions:
         where = "standard output" if to_stdout else args.predictions

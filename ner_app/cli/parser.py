@@ -66,14 +66,17 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
     )
     parser.add_argument(
-        "--seeds", metavar="SPEC",
+        "--seeds",
+        metavar="SPEC",
         help="one run per seed (1-5, 1,3,5 or 1-3,7), each in output_dir/seedN, then their compare table; "
         "run again, it skips finished seeds and continues interrupted ones",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--parallel", type=positive_int, metavar="N",
+        "--parallel",
+        type=positive_int,
+        metavar="N",
         help="with --seeds: train N seeds at a time, as child processes of one thread each",
-    )  # fmt: skip
+    )
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
 
 
@@ -103,9 +106,12 @@ def add_model_arguments(
     )
     if max_tokens_help is not None:
         parser.add_argument(
-            "--max-tokens", type=positive_int, default=Owned("ner_app.text.batching", "PREDICT_MAX_TOKENS"),
-            metavar="N", help=max_tokens_help,
-        )  # fmt: skip
+            "--max-tokens",
+            type=positive_int,
+            default=Owned("ner_app.text.batching", "PREDICT_MAX_TOKENS"),
+            metavar="N",
+            help=max_tokens_help,
+        )
     parser.add_argument(
         "--threads",
         type=positive_int,
@@ -135,20 +141,26 @@ def add_embed_parser(commands: argparse._SubParsersAction) -> None:
     embed.add_argument("--weights", help="biLM weights hdf5 (default: the shipped biLM, data/bilm)")
     embed.add_argument("--input", required=True, help="sentences, one per line")
     embed.add_argument(
-        "--tokenize", action="store_true",
+        "--tokenize",
+        action="store_true",
         help="read raw text and tokenise each line as predict does; each dataset gets 'tokens' and 'offsets' "
         "attributes (JSON)",
-    )  # fmt: skip
+    )
     embed.add_argument("--output", required=True, help="output hdf5 file (- for standard output)")
     embed.add_argument(
-        "--batch-size", type=positive_int, default=Owned("ner_app.serve.embed", "embed_file.batch_size"),
+        "--batch-size",
+        type=positive_int,
+        default=Owned("ner_app.serve.embed", "embed_file.batch_size"),
         help="sentences per biLM call (default %(default)s)",
-    )  # fmt: skip
+    )
     embed.add_argument(
-        "--max-tokens", type=positive_int, default=Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS"), metavar="N",
+        "--max-tokens",
+        type=positive_int,
+        default=Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS"),
+        metavar="N",
         help="padded positions a biLM call reads at most: sentences x longest sentence (streams x longest stream "
         "with --context document); a longer sentence runs alone (default %(default)s)",
-    )  # fmt: skip
+    )
     embed.add_argument(
         "--threads", type=positive_int, help="torch CPU threads (1 is fastest on a busy machine)"
     )
@@ -157,19 +169,24 @@ def add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     embed.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     embed.add_argument(
-        "--context", default="sentence", choices=["sentence", "document"],
+        "--context",
+        default="sentence",
+        choices=["sentence", "document"],
         help="document: consecutive non-empty lines form a document read as one stream; an empty line ends it",
-    )  # fmt: skip
+    )
     embed.add_argument(
-        "--max-stream-positions", type=int, default=Owned("ner_app.bilm.document", "MAX_POSITIONS"),
+        "--max-stream-positions",
+        type=int,
+        default=Owned("ner_app.bilm.document", "MAX_POSITIONS"),
         help="document context: longer documents are read in chunks of whole sentences (tokens + 2 per sentence; "
         "default %(default)s)",
-    )  # fmt: skip
+    )
     embed.add_argument(
-        "--outputs", metavar="NAMES",
+        "--outputs",
+        metavar="NAMES",
         help="write TF-Hub ELMo's named outputs instead: 'all' or a comma-separated subset of word_emb,"
         "lstm_outputs1,lstm_outputs2,elmo,default; one hdf5 group per line (docs/serving.md)",
-    )  # fmt: skip
+    )
     embed.add_argument(
         "--scalar-mix",
         metavar="W0,W1,...",
@@ -177,9 +194,11 @@ def add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     embed.add_argument("--gamma", type=float, help="with --outputs: the mix's scale (default 1)")
     embed.add_argument(
-        "--precision", default="fp32", choices=["fp32", "bf16"],
+        "--precision",
+        default="fp32",
+        choices=["fp32", "bf16"],
         help="bf16: autocast on CPUs with AVX512-BF16/AMX or on a GPU (faster, not bit-exact); output stays float32",
-    )  # fmt: skip
+    )
 
 
 def add_export_parser(commands: argparse._SubParsersAction) -> None:
@@ -195,9 +214,10 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--checkpoint", help="a checkpoint from RUN/checkpoints/ (required without --onnx)")
     export.add_argument("--output", required=True, help="the export directory")
     export.add_argument(
-        "--onnx", action="store_true",
+        "--onnx",
+        action="store_true",
         help="convert the export --model to ONNX graphs (needs onnxruntime: pip install 'ner_app[onnx]')",
-    )  # fmt: skip
+    )
     export.add_argument(
         "--model",
         help="with --onnx: an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)",
@@ -215,10 +235,11 @@ def add_predict_parser(commands: argparse._SubParsersAction) -> None:
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
     add_model_arguments(
-        predict, Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        predict,
+        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
         "padded tokens a batch holds at most: pieces x longest piece (sentences are tagged in pieces of at most 250 "
         "tokens; default %(default)s)",
-    )  # fmt: skip
+    )
 
 
 def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
@@ -237,9 +258,10 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
         help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
     )
     add_model_arguments(
-        evaluate, Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        evaluate,
+        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
         "padded tokens a batch holds at most, as predict's (default %(default)s)",
-    )  # fmt: skip
+    )
 
 
 def add_compare_parser(commands: argparse._SubParsersAction) -> None:
@@ -258,9 +280,10 @@ def add_compare_parser(commands: argparse._SubParsersAction) -> None:
         help="also write the tables and a chart to one HTML file (- for standard output)",
     )
     compare.add_argument(
-        "--json", action="store_true",
+        "--json",
+        action="store_true",
         help="print the comparison as one JSON document instead of the tables (keys: docs/reports.md)",
-    )  # fmt: skip
+    )
 
 
 def add_pretrain_bilm_parser(commands: argparse._SubParsersAction) -> None:
@@ -390,18 +413,27 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
         help="TCP port, 1024-65535 (default %(default)s)",
     )
     serve.add_argument(
-        "--allow-remote", action="store_true",
+        "--allow-remote",
+        action="store_true",
         help="let --host be 0.0.0.0 or ::, so other machines can connect (no authentication, no TLS)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--max-batch-size", type=positive_int, default=Owned(spec, "ServeSpec.max_batch_size"),
+        "--max-batch-size",
+        type=positive_int,
+        default=Owned(spec, "ServeSpec.max_batch_size"),
         help="requests tagged together at most (default %(default)s; 32-64 give more throughput with an ELMo "
         "tagger)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--batch-timeout", type=positive_seconds, default=Owned(spec, "ServeSpec.batch_timeout"),
+        "--batch-timeout",
+        type=positive_seconds,
+        default=Owned(spec, "ServeSpec.batch_timeout"),
         help="the longest a batch waits for requests that are due: as many as the last batch had, plus those "
         "that queued meanwhile (default %(default)s s)",
-    )  # fmt: skip
-    add_model_arguments(serve, Owned(spec, "ServeSpec.batch_size"), None,
-                        "torch CPU threads of the model worker (1 is fastest on a busy machine)")  # fmt: skip
+    )
+    add_model_arguments(
+        serve,
+        Owned(spec, "ServeSpec.batch_size"),
+        None,
+        "torch CPU threads of the model worker (1 is fastest on a busy machine)",
+    )

@@ -143,8 +143,11 @@ def check_sweep(cfg: TrainConfig, parallel: int | None) -> None:
 
 
 def announce(run: SeedRun, index: int, total: int) -> None:
-    what = {"finished": "finished earlier, skipped", "resume": "continuing from checkpoints/last.ckpt",
-            "start": "training"}[run.state]  # fmt: skip
+    what = {
+        "finished": "finished earlier, skipped",
+        "resume": "continuing from checkpoints/last.ckpt",
+        "start": "training",
+    }[run.state]
     print(f"seed {run.seed} ({index}/{total}): {what} in {run.folder}", flush=True)
 
 
@@ -168,8 +171,10 @@ class _Child:
         self.ended = False  # set once it ended and every line it wrote was shown
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert self.process.stdout is not None and self.process.stderr is not None
-        self.readers = [threading.Thread(target=self._copy, args=(self.process.stdout, sys.stdout), daemon=True),
-                        threading.Thread(target=self._copy, args=(self.process.stderr, sys.stderr), daemon=True)]  # fmt: skip
+        self.readers = [
+            threading.Thread(target=self._copy, args=(self.process.stdout, sys.stdout), daemon=True),
+            threading.Thread(target=self._copy, args=(self.process.stderr, sys.stderr), daemon=True),
+        ]
         for reader in self.readers:
             reader.start()
 
@@ -220,8 +225,17 @@ def child_command(config: str, overrides: Sequence[str], run: SeedRun) -> list[s
     """The ``train`` command of one seed: the sweep's config and overrides, then its seed and folder (JSON
     quoting: a path is read back as one YAML string whatever it holds)."""
     tail = [f"seed={run.seed}", f"output_dir={json.dumps(str(run.folder))}", "trainer.threads=1"]
-    return [sys.executable, "-m", "ner_app", "train", "--config", config, *overrides, *tail,
-            *(["--resume"] if run.state == "resume" else [])]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "ner_app",
+        "train",
+        "--config",
+        config,
+        *overrides,
+        *tail,
+        *(["--resume"] if run.state == "resume" else []),
+    ]
 
 
 def run_in_parallel(runs: Sequence[SeedRun], config: str, overrides: Sequence[str], parallel: int) -> int:
@@ -229,8 +243,12 @@ def run_in_parallel(runs: Sequence[SeedRun], config: str, overrides: Sequence[st
     new one starts (the running ones finish). A fresh ELMo layer cache is filled by the first seed alone
     before the others start, so that it is computed once."""
     package_root = str(Path(__file__).resolve().parents[2])  # the children import this same ner_app
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
+    }
     cfg = runs[0].cfg
     gate = _CacheGate(cfg.elmo.cache_dir if cfg.elmo.enabled else None)
     todo = [r for r in runs if r.state != "finished"]

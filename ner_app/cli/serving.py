@@ -23,14 +23,24 @@ def serve(args: argparse.Namespace) -> int:
 
     host = server.bind_address(args.host, args.allow_remote)
     if host != "127.0.0.1":
-        print(f"warning: --host {host} --allow-remote: anyone who can reach this machine's port {args.port} "
-              "can use the server (no authentication, no TLS)", file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: --host {host} --allow-remote: anyone who can reach this machine's port {args.port} "
+            "can use the server (no authentication, no TLS)",
+            file=sys.stderr,
+        )
     if args.device == "cuda":  # check_device imports torch, which this process otherwise never needs
         check_device(args.device)
     model = Path(args.model) if args.model else None  # None: the shipped tagger, found by the worker
     if model is not None and not model.is_dir():
         raise NerAppError(f"--model {model}: not a folder (expected an export directory)")
-    spec = server.ServeSpec(model=model, host=host, port=args.port, device=args.device, threads=args.threads,
-                            batch_size=args.batch_size, max_batch_size=args.max_batch_size,
-                            batch_timeout=args.batch_timeout)  # fmt: skip
+    spec = server.ServeSpec(
+        model=model,
+        host=host,
+        port=args.port,
+        device=args.device,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        max_batch_size=args.max_batch_size,
+        batch_timeout=args.batch_timeout,
+    )
     return server.serve(spec)

@@ -60,12 +60,17 @@ def check_pretrain_config(cfg: BilmPretrainConfig) -> None:
     t, m = cfg.train, cfg.model
     check_size(cfg.seed, "seed", "config", low=0, high=MAX_RNG_SEED)  # numpy's seeds are 32-bit
     positive = {
-        "data.vocab_size": cfg.data.vocab_size - 3, "train.batch_size": t.batch_size,
-        "train.unroll_steps": t.unroll_steps, "train.n_negative_samples": t.n_negative_samples,
-        "train.max_steps": t.max_steps, "train.val_every_n_steps": t.val_every_n_steps,
-        "train.eval_batch_size": t.eval_batch_size, "model.n_layers": m.n_layers, "train.devices": t.devices,
+        "data.vocab_size": cfg.data.vocab_size - 3,
+        "train.batch_size": t.batch_size,
+        "train.unroll_steps": t.unroll_steps,
+        "train.n_negative_samples": t.n_negative_samples,
+        "train.max_steps": t.max_steps,
+        "train.val_every_n_steps": t.val_every_n_steps,
+        "train.eval_batch_size": t.eval_batch_size,
+        "model.n_layers": m.n_layers,
+        "train.devices": t.devices,
         "train.num_nodes": t.num_nodes,
-    }  # fmt: skip
+    }
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"config key '{key}' is too small (vocab_size needs >= 4, the others >= 1)")

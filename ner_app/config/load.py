@@ -189,7 +189,23 @@ def save_config(cfg: Any, path: str | Path) -> None:
 
 
 __all__ = [
-    "Accelerator", "BilmDataConfig", "BilmModelConfig", "BilmPretrainConfig", "BilmTrainConfig", "ConfigError",
-    "DataConfig", "ElmoConfig", "ModelConfig", "OptimConfig", "Precision", "TrainConfig", "TrainerConfig",
-    "config_from_dict", "config_to_dict", "load_config", "project_root", "resolve_paths", "save_config",
-]  # fmt: skip
+    "Accelerator",
+    "BilmDataConfig",
+    "BilmModelConfig",
+    "BilmPretrainConfig",
+    "BilmTrainConfig",
+    "ConfigError",
+    "DataConfig",
+    "ElmoConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "Precision",
+    "TrainConfig",
+    "TrainerConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "project_root",
+    "resolve_paths",
+    "save_config",
+]

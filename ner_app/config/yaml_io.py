@@ -108,8 +108,13 @@ def _not_a_config(path: Path) -> str | None:
         return "does not exist"
     except OSError as err:
         return f"cannot be read ({err.strerror})"
-    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
     if stat.S_ISREG(mode):
         return None
     kind = next((name for test, name in kinds.items() if test(mode)), "a special file")

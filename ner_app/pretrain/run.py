@@ -75,30 +75,71 @@ def _pretrain(cfg: BilmPretrainConfig, run_dir: Path, last: Path, resume: bool) 
     # Read every input before training, so that a bad held-out path fails now and not after hours.
     corpus = read_corpus(d.train, d.max_train_tokens, d.train_documents, d.extra_train)
     heldout = {path: read_documents(path, d.heldout_max_sentences) for path in d.heldout}
-    identity = run_identity(config_to_dict(cfg), data_fingerprint([Path(p) for p in [d.train, *d.extra_train]]),
-                            config_to_dict(BilmPretrainConfig()))  # fmt: skip
+    identity = run_identity(
+        config_to_dict(cfg),
+        data_fingerprint([Path(p) for p in [d.train, *d.extra_train]]),
+        config_to_dict(BilmPretrainConfig()),
+    )
     keep_below = resumed_step(last, identity) if resume else None
     position, throughput = StreamPosition(), TrainingThroughput(_rows, _tokens)
-    every = MovableCheckpoint(dirpath=last.parent, save_top_k=0, save_last=True, every_n_train_steps=t.val_every_n_steps,
-                              enable_version_counter=False)  # fmt: skip  # a fresh run overwrites last.ckpt
-    best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_ppl", mode="min", save_top_k=1,
-                             enable_version_counter=False)  # fmt: skip
+    every = MovableCheckpoint(
+        dirpath=last.parent,
+        save_top_k=0,
+        save_last=True,
+        every_n_train_steps=t.val_every_n_steps,
+        enable_version_counter=False,
+    )  # a fresh run overwrites last.ckpt
+    best = MovableCheckpoint(
+        dirpath=last.parent,
+        filename="best",
+        monitor="val_ppl",
+        mode="min",
+        save_top_k=1,
+        enable_version_counter=False,
+    )
     stopping = [best, EarlyStopping(monitor="val_ppl", mode="min", patience=t.patience)] if t.patience else []
     callbacks = [position, every, *stopping, RunIdentity(identity), FiniteGuard(), throughput]
-    trainer = build_trainer(t, callbacks, run_dir, keep_below, grad_clip=t.grad_clip, max_steps=t.max_steps,
-                            max_epochs=-1, val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None,
-                            limit_val_batches=1.0 if heldout else 0)  # fmt: skip
+    trainer = build_trainer(
+        t,
+        callbacks,
+        run_dir,
+        keep_below,
+        grad_clip=t.grad_clip,
+        max_steps=t.max_steps,
+        max_epochs=-1,
+        val_check_interval=t.val_every_n_steps,
+        check_val_every_n_epoch=None,
+        limit_val_batches=1.0 if heldout else 0,
+    )
     vocab = _vocabulary(cfg, run_dir, corpus, resume, trainer.is_global_zero)
-    train = StreamBatches(corpus, vocab, t.batch_size, t.unroll_steps, d.shuffle, cfg.seed, trainer.global_rank,
-                          trainer.world_size)  # fmt: skip
+    train = StreamBatches(
+        corpus,
+        vocab,
+        t.batch_size,
+        t.unroll_steps,
+        d.shuffle,
+        cfg.seed,
+        trainer.global_rank,
+        trainer.world_size,
+    )
     position.batches = train
     module = _language_model(cfg, vocab, corpus, train, resume, trainer)
-    trainer.fit(module, train_dataloaders=train, val_dataloaders=_validation(cfg, heldout, vocab, trainer),
-                ckpt_path=str(last) if resume else None, weights_only=True)  # fmt: skip
+    trainer.fit(
+        module,
+        train_dataloaders=train,
+        val_dataloaders=_validation(cfg, heldout, vocab, trainer),
+        ckpt_path=str(last) if resume else None,
+        weights_only=True,
+    )
     _save_last(trainer, last)
     best_step = _load_best(module, best) if stopping else None
-    results: dict[str, dict[str, Perplexity]] = {path: {mode: evaluate(module, context_batches(docs, vocab, mode, t.eval_batch_size), trainer)
-                      for mode in d.heldout_contexts} for path, docs in heldout.items()}  # fmt: skip
+    results: dict[str, dict[str, Perplexity]] = {
+        path: {
+            mode: evaluate(module, context_batches(docs, vocab, mode, t.eval_batch_size), trainer)
+            for mode in d.heldout_contexts
+        }
+        for path, docs in heldout.items()
+    }
     if not trainer.is_global_zero:
         return {}
     save_bilm(module.bilm, run_dir)
@@ -143,14 +184,31 @@ def _language_model(
     trainer: pl.Trainer,
 ) -> BilmLanguageModel:
     t, say = cfg.train, log.info if trainer.is_global_zero else log.debug
-    say("corpus %s: %d sentences, %d tokens (with <S>/</S>), %d types; softmax vocabulary %d; "
-        "%d windows of %dx%d per epoch and process (%d processes)", cfg.data.train, corpus.num_sentences,
-        len(corpus.tokens), len(corpus.types), len(vocab), len(train), t.batch_size, t.unroll_steps, trainer.world_size)  # fmt: skip
+    say(
+        "corpus %s: %d sentences, %d tokens (with <S>/</S>), %d types; softmax vocabulary %d; "
+        "%d windows of %dx%d per epoch and process (%d processes)",
+        cfg.data.train,
+        corpus.num_sentences,
+        len(corpus.tokens),
+        len(corpus.types),
+        len(vocab),
+        len(train),
+        t.batch_size,
+        t.unroll_steps,
+        trainer.world_size,
+    )
     options = bilm_options(cfg)
     module = BilmLanguageModel(
-        options.to_dict(), len(vocab), t.n_negative_samples, cfg.model.dropout, t.optimizer, t.lr, cfg.seed,
-        sentence_reset=t.sentence_reset, frozen_bilm_steps=t.frozen_bilm_steps,
-    )  # fmt: skip
+        options.to_dict(),
+        len(vocab),
+        t.n_negative_samples,
+        cfg.model.dropout,
+        t.optimizer,
+        t.lr,
+        cfg.seed,
+        sentence_reset=t.sentence_reset,
+        frozen_bilm_steps=t.frozen_bilm_steps,
+    )
     if cfg.model.init_weights and not resume:  # a resumed run's checkpoint holds the weights it reached
         load_weights(module.bilm, cfg.model.init_weights)
         say("biLM initialised from %s (the softmax starts afresh)", cfg.model.init_weights)
@@ -214,8 +272,14 @@ def _write_metrics(
             contexts=by_mode,
         )
         for mode, result in by_mode.items():
-            log.info("held-out %s (%s context): perplexity forward %.2f backward %.2f mean %.2f", path, mode,
-                     result["forward"], result["backward"], result["mean"])  # fmt: skip
+            log.info(
+                "held-out %s (%s context): perplexity forward %.2f backward %.2f mean %.2f",
+                path,
+                mode,
+                result["forward"],
+                result["backward"],
+                result["mean"],
+            )
     metrics = PretrainMetrics(
         steps=trainer.global_step,
         epochs=round(train.position[0] + train.position[1] / len(train), 4),

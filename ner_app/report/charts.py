@@ -26,8 +26,9 @@ def learning_curves(
     """Side by side over whole epochs (numbered as given, ticks on whole numbers), each panel only when it has
     at least ``MIN_POINTS`` epochs: train loss per token, dev P/R/F1 (%), training sentences/s and tokens/s.
     None when no panel has enough."""
-    panels = [name for name, points in (("loss", loss), ("dev", dev), ("speed", speed))
-              if len(points) >= MIN_POINTS]  # fmt: skip
+    panels = [
+        name for name, points in (("loss", loss), ("dev", dev), ("speed", speed)) if len(points) >= MIN_POINTS
+    ]
     if not panels:
         return None
     figure = new_figure(max(4.4, 11 * len(panels) / 3), 3.2)
@@ -135,11 +136,30 @@ def seed_scores(names: Sequence[str], scores: Mapping[str, Sequence[Sequence[flo
         xs = [i + (k - (len(scores) - 1) / 2) * width for i in range(len(names))]
         means = [statistics.fmean(values) for values in scores[split]]
         stds = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in scores[split]]
-        ax.errorbar(xs, means, yerr=stds, fmt="_", markersize=22, markeredgewidth=2, color=colour,
-                    ecolor="black", capsize=4, linewidth=1, label=f"{plain(split)} F1")  # fmt: skip
+        ax.errorbar(
+            xs,
+            means,
+            yerr=stds,
+            fmt="_",
+            markersize=22,
+            markeredgewidth=2,
+            color=colour,
+            ecolor="black",
+            capsize=4,
+            linewidth=1,
+            label=f"{plain(split)} F1",
+        )
         for x, values in zip(xs, scores[split], strict=True):
-            ax.scatter([x] * len(values), values, s=16, color=colour, edgecolors="black", linewidths=0.5,
-                       zorder=3, clip_on=False)  # fmt: skip
+            ax.scatter(
+                [x] * len(values),
+                values,
+                s=16,
+                color=colour,
+                edgecolors="black",
+                linewidths=0.5,
+                zorder=3,
+                clip_on=False,
+            )
             shown += values
         shown += [m + sign * d for m, d in zip(means, stds, strict=True) for sign in (-1, 1)]
     low, high = fitted_range(shown)

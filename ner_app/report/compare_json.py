@@ -32,12 +32,16 @@ def _mixes(group: Group) -> list[dict[str, Any]]:
     for k in range(max((len(r.mixes) for r in group.runs), default=0)):
         mixes = [r.mixes[k] for r in group.runs if len(r.mixes) > k]
         layers = len(mixes[0].softmax_w)
-        out.append({
-            "place": mixes[0].place(k),
-            "runs": len(mixes),
-            "softmax_w": [_summary([m.softmax_w[j] for m in mixes if j < len(m.softmax_w)]) for j in range(layers)],
-            "gamma": _summary([m.gamma for m in mixes]),
-        })  # fmt: skip
+        out.append(
+            {
+                "place": mixes[0].place(k),
+                "runs": len(mixes),
+                "softmax_w": [
+                    _summary([m.softmax_w[j] for m in mixes if j < len(m.softmax_w)]) for j in range(layers)
+                ],
+                "gamma": _summary([m.gamma for m in mixes]),
+            }
+        )
     return out
 
 
@@ -55,10 +59,15 @@ def _group(group: Group, keys: Sequence[str]) -> dict[str, Any]:
         },
         "elmo_mix": _mixes(group),
         "runs": [
-            {"path": str(r.path), "seed": r.seed, "f1": dict(r.f1), "per_type": {s: dict(r.per_type[s]) for s in EVALUATED}}
+            {
+                "path": str(r.path),
+                "seed": r.seed,
+                "f1": dict(r.f1),
+                "per_type": {s: dict(r.per_type[s]) for s in EVALUATED},
+            }
             for r in runs
         ],
-    }  # fmt: skip
+    }
 
 
 def _pair(a: Group, b: Group) -> dict[str, Any] | None:

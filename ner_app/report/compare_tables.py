@@ -38,10 +38,14 @@ class Table:
 
 def f1_table(groups: Sequence[Group]) -> Table:
     rows = tuple(
-        (g.name, str(len(g.runs)), ", ".join(map(str, g.seeds)),
-         *(str(Summary.of([r.f1[s] for r in g.runs])) for s in EVALUATED))
+        (
+            g.name,
+            str(len(g.runs)),
+            ", ".join(map(str, g.seeds)),
+            *(str(Summary.of([r.f1[s] for r in g.runs])) for s in EVALUATED),
+        )
         for g in groups
-    )  # fmt: skip
+    )
     return Table(
         "Entity F1 (%), mean ± sample std (n − 1) over seeds",
         ("config", "runs", "seeds", "dev F1", "test F1"),
@@ -222,13 +226,15 @@ def narrow(tables: Sequence[Table], width: int = MAX_WIDTH) -> list[Table]:
             continue
         for k, columns in enumerate(parts):
             pick = [*range(keys), *(keys + j for j in columns)]
-            out.append(replace(
-                table,
-                title=f"{table.title} (part {k + 1} of {len(parts)})",
-                header=tuple(table.header[j] for j in pick),
-                rows=tuple(tuple(row[j] for j in pick) for row in table.rows),
-                numeric=tuple(table.numeric[j] for j in pick),
-            ))  # fmt: skip
+            out.append(
+                replace(
+                    table,
+                    title=f"{table.title} (part {k + 1} of {len(parts)})",
+                    header=tuple(table.header[j] for j in pick),
+                    rows=tuple(tuple(row[j] for j in pick) for row in table.rows),
+                    numeric=tuple(table.numeric[j] for j in pick),
+                )
+            )
     return out
 
 

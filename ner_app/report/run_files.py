@@ -89,15 +89,19 @@ def learning_curves(rows: Sequence[dict[str, float]]) -> Curves:
         if {"train/time", "train/samples", "train/lengths"} <= row.keys():
             counters[int(row["epoch"]) + 1].append(row)
     validations = [r for r in rows if "val_f1" in r][:-1]
-    dev = {int(r["epoch"]) + 1: {k: r[f"val_{k}"] for k in ("f1", "precision", "recall") if f"val_{k}" in r}
-           for r in validations}  # fmt: skip
+    dev = {
+        int(r["epoch"]) + 1: {k: r[f"val_{k}"] for k in ("f1", "precision", "recall") if f"val_{k}" in r}
+        for r in validations
+    }
     speed = {}
     for epoch, group in sorted(counters.items()):
         first, last = group[0], group[-1]
         seconds = last["train/time"] - first["train/time"]
         if seconds > 0:
-            speed[epoch] = {"sentences": (last["train/samples"] - first["train/samples"]) / seconds,
-                            "tokens": (last["train/lengths"] - first["train/lengths"]) / seconds}  # fmt: skip
+            speed[epoch] = {
+                "sentences": (last["train/samples"] - first["train/samples"]) / seconds,
+                "tokens": (last["train/lengths"] - first["train/lengths"]) / seconds,
+            }
     return dict(sorted(loss.items())), dict(sorted(dev.items())), speed
 
 

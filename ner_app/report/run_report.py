@@ -37,16 +37,25 @@ from ner_app.train.metrics import Mix, RunMetrics
 log = logging.getLogger("ner_app")
 MAX_SENTENCES = 20
 MAX_PLACES = 8  # where a repeated sentence occurs: the first few
-LABELS = {"correct": "correct", "wrong_type": "wrong type", "wrong_boundary": "wrong boundary",
-          "missed": "missed", "spurious": "spurious"}  # fmt: skip
+LABELS = {
+    "correct": "correct",
+    "wrong_type": "wrong type",
+    "wrong_boundary": "wrong boundary",
+    "missed": "missed",
+    "spurious": "spurious",
+}
 
 
 def _error_section(breakdowns: dict[str, ErrorBreakdown]) -> str:
-    parts = [page.paragraph(
-        "Each gold entity is paired with the predicted entity sharing the most tokens with it. correct: same "
-        "boundaries and type; wrong type: same boundaries, other type; wrong boundary: overlapping but "
-        "starting or ending elsewhere (any type); missed: no predicted entity overlaps it; spurious: a "
-        "predicted entity that overlaps no gold entity (counted under its predicted type).", note=True)]  # fmt: skip
+    parts = [
+        page.paragraph(
+            "Each gold entity is paired with the predicted entity sharing the most tokens with it. correct: same "
+            "boundaries and type; wrong type: same boundaries, other type; wrong boundary: overlapping but "
+            "starting or ending elsewhere (any type); missed: no predicted entity overlaps it; spurious: a "
+            "predicted entity that overlaps no gold entity (counted under its predicted type).",
+            note=True,
+        )
+    ]
     header = ["type", *(LABELS[c] for c in CATEGORIES)]
     for split, b in breakdowns.items():
         rows = [[t, *(b.counts[t][c] for c in CATEGORIES)] for t in b.types]
@@ -56,8 +65,13 @@ def _error_section(breakdowns: dict[str, ErrorBreakdown]) -> str:
 
 
 def _confusion_section(breakdowns: dict[str, ErrorBreakdown]) -> str:
-    parts = [page.paragraph("Rows: gold type; columns: the type of the predicted entity paired with it, "
-                            "'none' for missed entities (column) and spurious predictions (row).", note=True)]  # fmt: skip
+    parts = [
+        page.paragraph(
+            "Rows: gold type; columns: the type of the predicted entity paired with it, "
+            "'none' for missed entities (column) and spurious predictions (row).",
+            note=True,
+        )
+    ]
     for split, b in breakdowns.items():
         labels, rows = b.matrix()
         figure = charts.confusion_matrix(labels, rows, f"{split}: gold vs predicted type")
@@ -73,9 +87,15 @@ def _elmo_section(mixes: Sequence[Mix], source: str) -> str:
     rows = [[f"{m.place(k)} mix", *m.softmax_w, m.gamma] for k, m in enumerate(mixes)]
     header = ["", *(f"softmax(w) layer {j}" for j in range(len(mixes[0].softmax_w))), "gamma"]
     figure = charts.layer_weights(mixes)
-    return page.section("elmo", "ELMo layer weights", [
-        page.paragraph(f"The best weights' scalar mix (read from {source}).", note=True),
-        page.table(header, rows), page.image(figure, "ELMo layer weights")])  # fmt: skip
+    return page.section(
+        "elmo",
+        "ELMo layer weights",
+        [
+            page.paragraph(f"The best weights' scalar mix (read from {source}).", note=True),
+            page.table(header, rows),
+            page.image(figure, "ELMo layer weights"),
+        ],
+    )
 
 
 Marked = list[tuple[Span, str]]
@@ -88,8 +108,10 @@ def _marks(gold: list[Span], predicted: list[Span], outcomes: Sequence[Outcome])
         o.predicted: LABELS[o.category] for o in outcomes if o.predicted and o.category != "correct"
     }
     paired = {o.predicted for o in outcomes if o.predicted}
-    return ([(s, gold_problem.get(s, "")) for s in gold],
-            [(s, predicted_problem.get(s, "" if s in paired else "wrong boundary")) for s in predicted])  # fmt: skip
+    return (
+        [(s, gold_problem.get(s, "")) for s in gold],
+        [(s, predicted_problem.get(s, "" if s in paired else "wrong boundary")) for s in predicted],
+    )
 
 
 def highlighted(tokens: Sequence[str], marked: Marked) -> str:
@@ -131,12 +153,14 @@ def _sentences_section(data: dict[str, list[Sentence]], breakdowns: dict[str, Er
             f'<div class="sentence"><div class="note">{page.esc(label)}</div>'
             f'<div class="tagged"><span class="who">gold</span>{highlighted(tokens, gold)}</div>'
             f'<div class="tagged"><span class="who">predicted</span>{highlighted(tokens, predicted)}</div></div>'
-        )  # fmt: skip
+        )
     total = sum(len(where) for *_, where in found.values())
     repeats = f" ({total} counting repeats, each shown once with its count)" if total > len(found) else ""
-    intro = page.paragraph(f"{len(found)} sentences with at least one error{repeats}; test first, then dev, at "
-                           f"most {MAX_SENTENCES} shown. A red frame marks an entity that is not correct.",
-                           note=True)  # fmt: skip
+    intro = page.paragraph(
+        f"{len(found)} sentences with at least one error{repeats}; test first, then dev, at "
+        f"most {MAX_SENTENCES} shown. A red frame marks an entity that is not correct.",
+        note=True,
+    )
     return page.section("sentences", "Sentences with errors", [intro, *shown])
 
 
@@ -158,13 +182,19 @@ def _curve_lines(
 ) -> list[str]:
     """One line per learning curve with fewer than ``charts.MIN_POINTS`` epochs: its values, or why it has none."""
     curves = {
-        "Train loss per token": ({e: f"{v:.4g}" for e, v in loss.items()},
-                                 "logs/metrics.csv has no train_token_loss"),
-        "Dev entity scores": ({e: ", ".join(f"{name} {v[k]:.2f}" for k, name in SCORE_NAMES if k in v)
-                               for e, v in dev.items()}, "no validation in logs/metrics.csv"),
-        "Training throughput": ({e: f"{v['sentences']:.1f} sentences/s, {v['tokens']:.0f} tokens/s"
-                                 for e, v in speed.items()}, "not measured: no epoch logged two training steps"),
-    }  # fmt: skip
+        "Train loss per token": (
+            {e: f"{v:.4g}" for e, v in loss.items()},
+            "logs/metrics.csv has no train_token_loss",
+        ),
+        "Dev entity scores": (
+            {e: ", ".join(f"{name} {v[k]:.2f}" for k, name in SCORE_NAMES if k in v) for e, v in dev.items()},
+            "no validation in logs/metrics.csv",
+        ),
+        "Training throughput": (
+            {e: f"{v['sentences']:.1f} sentences/s, {v['tokens']:.0f} tokens/s" for e, v in speed.items()},
+            "not measured: no epoch logged two training steps",
+        ),
+    }
     lines = []
     for title, (points, missing) in curves.items():
         if not points:
@@ -190,11 +220,17 @@ def _per_type_section(metrics: RunMetrics) -> str:
     per_type = {s: metrics.split(s).per_type for s in EVALUATED}
     types = sorted({t for s in EVALUATED for t in per_type[s]})
     rows = [
-        [t, *(getattr(per_type[s][t], k) if t in per_type[s] else 0.0 for s in EVALUATED
-              for k in ("precision", "recall", "f1")),
-         *(per_type[s][t].support if t in per_type[s] else 0 for s in EVALUATED)]
+        [
+            t,
+            *(
+                getattr(per_type[s][t], k) if t in per_type[s] else 0.0
+                for s in EVALUATED
+                for k in ("precision", "recall", "f1")
+            ),
+            *(per_type[s][t].support if t in per_type[s] else 0 for s in EVALUATED),
+        ]
         for t in types
-    ]  # fmt: skip
+    ]
     header = [
         "type",
         *(f"{s} {k}" for s in EVALUATED for k in ("P", "R", "F1")),
@@ -222,8 +258,10 @@ def build_report(run_dir: str | Path) -> str:
 
     scores = {s: metrics.split(s) for s in EVALUATED}
     speeds = {s: "–" if x.sentences_per_s is None else x.sentences_per_s for s, x in scores.items()}
-    summary = page.table(["split", "precision", "recall", "F1", "sentences / s (evaluation)"],
-                         [[s, x.precision, x.recall, x.f1, speeds[s]] for s, x in scores.items()])  # fmt: skip
+    summary = page.table(
+        ["split", "precision", "recall", "F1", "sentences / s (evaluation)"],
+        [[s, x.precision, x.recall, x.f1, speeds[s]] for s, x in scores.items()],
+    )
     loss, dev, speed = learning_curves(rows)
     epochs = len(set(loss) | set(dev) | set(speed))
     note = (
@@ -232,9 +270,12 @@ def build_report(run_dir: str | Path) -> str:
     sections = [
         page.section("summary", "Final scores (best checkpoint)", [summary, page.paragraph(note, note=True)]),
         _curves_section(loss, dev, speed),
-        _per_type_section(metrics), _error_section(breakdowns), _confusion_section(breakdowns),
-        _elmo_section(mixes, source), _sentences_section(data, breakdowns),
-    ]  # fmt: skip
+        _per_type_section(metrics),
+        _error_section(breakdowns),
+        _confusion_section(breakdowns),
+        _elmo_section(mixes, source),
+        _sentences_section(data, breakdowns),
+    ]
     # The model's types first, so that each has the colour the predictions page of its export gives it.
     model_types = read_model_types(run_dir)
     return page.page(f"NER run report: {run_dir.resolve().name}", sections, model_types, extra=types)
@@ -256,7 +297,12 @@ def report_after_training(run_dir: Path) -> Path | None:
     except Exception as err:
         # a user's mistake or a full disk is the machine's state, not a bug: one line, no traceback
         known = isinstance(err, NerAppError) or (isinstance(err, OSError) and err.errno in DISK_FULL)
-        log.warning("report.html not written (%s: %s); the run's results are intact, retry with "
-                    "`python -m ner_app report %s`", type(err).__name__, err, run_dir,
-                    exc_info=not known)  # fmt: skip
+        log.warning(
+            "report.html not written (%s: %s); the run's results are intact, retry with "
+            "`python -m ner_app report %s`",
+            type(err).__name__,
+            err,
+            run_dir,
+            exc_info=not known,
+        )
         return None

@@ -77,6 +77,12 @@ def stage_throughput(monitor: ThroughputMonitor, stage: RunningStage) -> Through
 
 
 __all__ = [
-    "SUPPORTED", "CheckpointUnderItsBaseKey", "CsvWriter", "attached_trainer", "logger_writer", "set_logger_writer",
-    "shift_stage_start", "stage_throughput",
-]  # fmt: skip
+    "SUPPORTED",
+    "CheckpointUnderItsBaseKey",
+    "CsvWriter",
+    "attached_trainer",
+    "logger_writer",
+    "set_logger_writer",
+    "shift_stage_start",
+    "stage_throughput",
+]

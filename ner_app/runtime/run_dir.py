@@ -173,8 +173,11 @@ def check_identity(checkpoint: dict[str, Any], expected: dict[str, Any], path: P
     if changed:
         # a resumable key that differs is one this run keeps in its identity (``run_identity``'s ``pinned``)
         pinned = [k for k in changed if k in RESUMABLE_KEYS]
-        may = (f"{pinned[0]} stays as it was in this run: its learning-rate schedule is laid out over it" if pinned
-               else f"it may change {', '.join(sorted(k for k in RESUMABLE_KEYS if '.' in k)[:4])}, ...")  # fmt: skip
+        may = (
+            f"{pinned[0]} stays as it was in this run: its learning-rate schedule is laid out over it"
+            if pinned
+            else f"it may change {', '.join(sorted(k for k in RESUMABLE_KEYS if '.' in k)[:4])}, ..."
+        )
         raise RunFolderError(
             f"{path}: written by a run with another config ({shown}); --resume only continues the same run "
             f"({may})"

@@ -36,19 +36,29 @@ def build_trainer(
     require_logger(runtime.logger, f"{section}.logger")
     max_time = {"minutes": runtime.max_time_minutes} if runtime.max_time_minutes else None
     return pl.Trainer(
-        accelerator=accelerator, devices=runtime.devices, num_nodes=runtime.num_nodes, strategy=runtime.strategy,
+        accelerator=accelerator,
+        devices=runtime.devices,
+        num_nodes=runtime.num_nodes,
+        strategy=runtime.strategy,
         precision=precision,  # type: ignore[arg-type]  # a str Lightning accepts; its stubs list literals
         max_time=max_time,  # type: ignore[arg-type]  # minutes may be fractional; Lightning takes a float
-        gradient_clip_val=grad_clip, gradient_clip_algorithm="norm",
-        callbacks=[*callbacks, *lightning_progress(runtime.enable_progress_bar),
-                   FittedLogInterval(runtime.log_every_n_steps)],
+        gradient_clip_val=grad_clip,
+        gradient_clip_algorithm="norm",
+        callbacks=[
+            *callbacks,
+            *lightning_progress(runtime.enable_progress_bar),
+            FittedLogInterval(runtime.log_every_n_steps),
+        ],
         logger=run_loggers(runtime.logger, run_dir, keep_below) if run_dir is not None else False,
-        plugins=[SafeCheckpointIO()], log_every_n_steps=runtime.log_every_n_steps,
-        enable_progress_bar=runtime.enable_progress_bar, num_sanity_val_steps=0, enable_model_summary=False,
+        plugins=[SafeCheckpointIO()],
+        log_every_n_steps=runtime.log_every_n_steps,
+        enable_progress_bar=runtime.enable_progress_bar,
+        num_sanity_val_steps=0,
+        enable_model_summary=False,
         default_root_dir=run_dir,
         use_distributed_sampler=False,  # every loader of this project shards by rank itself
         **loops,
-    )  # fmt: skip
+    )
 
 
 class FittedLogInterval(Callback):

@@ -79,8 +79,15 @@ class ElmoModel:
 
 def _model(folder: str, lstm_dim: int, projection_dim: int, n_highway: int, millions: float) -> ElmoModel:
     # Every name reads LAYERSxCELL_PROJECTION_CNNcnn_HIGHWAYxhighway: 2 LSTM layers, 2048 char-CNN filters.
-    return ElmoModel(folder, lstm_dim, projection_dim, n_highway, millions,
-                     PublishedFile(f"elmo_{folder}_options.json"), PublishedFile(f"elmo_{folder}_weights.hdf5"))  # fmt: skip
+    return ElmoModel(
+        folder,
+        lstm_dim,
+        projection_dim,
+        n_highway,
+        millions,
+        PublishedFile(f"elmo_{folder}_options.json"),
+        PublishedFile(f"elmo_{folder}_weights.hdf5"),
+    )
 
 
 MODELS = {
@@ -260,8 +267,13 @@ def check_options(path: Path, model: ElmoModel, name: str) -> None:
     from ner_app.bilm.options import read_options  # torch: imported once a file is there to check
 
     options = read_options(path)
-    found = (options.n_layers, options.lstm_dim, options.projection_dim, options.n_highway,
-             sum(count for _, count in options.filters))  # fmt: skip
+    found = (
+        options.n_layers,
+        options.lstm_dim,
+        options.projection_dim,
+        options.n_highway,
+        sum(count for _, count in options.filters),
+    )
     expected = (N_LAYERS, model.lstm_dim, model.projection_dim, model.n_highway, N_FILTERS)
     if found != expected:
         raise NerAppError(

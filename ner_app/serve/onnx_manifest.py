@@ -20,10 +20,16 @@ MAX_WORD_CHARS = 1000  # a token's characters the char CNN may see: far above wh
 # begin-of-word 259, end-of-word 260, pad 261; <S> and </S> are one char each (257, 258) between the markers.
 _BOW, _EOW, _PAD, _WIDTH = 259, 260, 261, 50
 ELMO_CHAR_LAYOUT: dict[str, Any] = {
-    "max_chars": _WIDTH, "begin_word": _BOW, "end_word": _EOW, "pad": _PAD, "shift": 1,
-    "bos_token": "<S>", "eos_token": "</S>",
-    "bos": [_BOW, 257, _EOW] + [_PAD] * (_WIDTH - 3), "eos": [_BOW, 258, _EOW] + [_PAD] * (_WIDTH - 3),
-}  # fmt: skip
+    "max_chars": _WIDTH,
+    "begin_word": _BOW,
+    "end_word": _EOW,
+    "pad": _PAD,
+    "shift": 1,
+    "bos_token": "<S>",
+    "eos_token": "</S>",
+    "bos": [_BOW, 257, _EOW] + [_PAD] * (_WIDTH - 3),
+    "eos": [_BOW, 258, _EOW] + [_PAD] * (_WIDTH - 3),
+}
 
 
 class OnnxModelError(NerAppError):

@@ -209,17 +209,25 @@ class TaggerServer(CompatServer):
         self.gone_read, self.gone_write = os.pipe()
         guard = {"path": "/predict", "body_timeout": spec.body_timeout, "worker_gone": self.gone_read}
         accelerator = "cuda" if spec.device == "cuda" else "cpu"
-        super().__init__(TaggerAPI(spec, self.errors), accelerator=accelerator, devices=1,
-                         timeout=spec.timeout, middlewares=[(PredictGuard, guard)],
-                         disable_openapi_url=True)  # fmt: skip
+        super().__init__(
+            TaggerAPI(spec, self.errors),
+            accelerator=accelerator,
+            devices=1,
+            timeout=spec.timeout,
+            middlewares=[(PredictGuard, guard)],
+            disable_openapi_url=True,
+        )
         self.app.add_exception_handler(HTTPException, http_error)
         self.uvicorn_graceful_timeout = spec.drain_timeout
 
     def uvicorn_options(self) -> dict[str, Any]:
         """What uvicorn is given besides the address: the slow-client limits of the spec."""
         spec = self.serve_spec
-        return {"http": header_deadline(spec.header_timeout), "timeout_keep_alive": spec.keep_alive_timeout,
-                "limit_concurrency": spec.max_connections}  # fmt: skip
+        return {
+            "http": header_deadline(spec.header_timeout),
+            "timeout_keep_alive": spec.keep_alive_timeout,
+            "limit_concurrency": spec.max_connections,
+        }
 
     def _watch_worker(self) -> None:
         """In the supervisor: wait (without polling) until a model worker ends; unless the server is stopping
@@ -256,8 +264,12 @@ class TaggerServer(CompatServer):
         ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
         spec = self.serve_spec
         host = f"[{spec.host}]" if ":" in spec.host else spec.host
-        print(f"serving {spec.model or 'the shipped CoNLL-2003 tagger'} at http://{host}:{spec.port} "
-              "(POST /predict, GET /health); SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"serving {spec.model or 'the shipped CoNLL-2003 tagger'} at http://{host}:{spec.port} "
+            "(POST /predict, GET /health); SIGTERM or Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def serve(spec: ServeSpec) -> int:
@@ -279,8 +291,14 @@ def serve(spec: ServeSpec) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.run(host=spec.host, port=spec.port, log_level=spec.log_level, generate_client_file=False,
-                   access_log=False, **server.uvicorn_options())  # fmt: skip
+        server.run(
+            host=spec.host,
+            port=spec.port,
+            log_level=spec.log_level,
+            generate_client_file=False,
+            access_log=False,
+            **server.uvicorn_options(),
+        )
     except _StoppedEarly:
         pass
     except (EOFError, OSError):  # LitServe's manager went down under run()
@@ -298,8 +316,12 @@ def serve(spec: ServeSpec) -> int:
             if code < 0
             else f"exit code {code}"
         )
-        print(f"error: the model worker stopped unexpectedly ({how}; its messages, if any, are above); the "
-              "requests waiting for it were answered 503 and the server stopped", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"error: the model worker stopped unexpectedly ({how}; its messages, if any, are above); the "
+            "requests waiting for it were answered 503 and the server stopped",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     print("stopped", file=sys.stderr, flush=True)
     return 0

@@ -52,8 +52,11 @@ def spec_sha256(spec: dict[str, Any]) -> str:
 
 
 def integrity_record(spec: dict[str, Any], weights_path: Path) -> dict[str, str]:
-    return {"weights_sha256": sha256_file(weights_path), "vocab_sha256": vocab_sha256(spec),
-            "spec_sha256": spec_sha256(spec)}  # fmt: skip
+    return {
+        "weights_sha256": sha256_file(weights_path),
+        "vocab_sha256": vocab_sha256(spec),
+        "spec_sha256": spec_sha256(spec),
+    }
 
 
 def verify_integrity(spec: dict[str, Any], weights_path: Path, spec_path: Path) -> None:

@@ -79,10 +79,15 @@ class BiLstmCrfTagger(nn.Module):
             elmo = Elmo(bilm, mixes, dropout=spec.elmo.dropout, do_layer_norm=spec.elmo.do_layer_norm)
         trainable = spec.num_trainable_words
         return cls(
-            num_words=trainable, frozen_words=len(spec.word_vocab) - trainable, num_chars=len(spec.char_vocab),
-            num_tags=len(spec.tag_vocab), elmo=elmo, allowed=allowed_transitions(spec.tag_vocab.itos, spec.scheme),
-            elmo_at_output=spec.elmo is not None and spec.elmo.at_output, **dataclasses.asdict(spec.sizes),
-        )  # fmt: skip
+            num_words=trainable,
+            frozen_words=len(spec.word_vocab) - trainable,
+            num_chars=len(spec.char_vocab),
+            num_tags=len(spec.tag_vocab),
+            elmo=elmo,
+            allowed=allowed_transitions(spec.tag_vocab.itos, spec.scheme),
+            elmo_at_output=spec.elmo is not None and spec.elmo.at_output,
+            **dataclasses.asdict(spec.sizes),
+        )
 
     def trained_state(self) -> dict[str, torch.Tensor]:
         """The tensors training changes: everything but the frozen biLM (which lives in its own files)."""

@@ -119,11 +119,17 @@ def export_onnx(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pat
             ids = add_sentence_boundaries(traced["elmo_chars"])[0]  # (B, T+2, 50)
             with untrimmed(tagger.elmo.bilm.token_encoder.char_cnn), torch.no_grad():
                 layers = bilm(ids)
-                _export(bilm, (ids,), tmp / "bilm.onnx", {"char_ids": {0: "batch", 1: "positions"}},
-                        ("layers", {1: "batch", 2: "positions"}))  # fmt: skip
+                _export(
+                    bilm,
+                    (ids,),
+                    tmp / "bilm.onnx",
+                    {"char_ids": {0: "batch", 1: "positions"}},
+                    ("layers", {1: "batch", 2: "positions"}),
+                )
         names: dict[str, dict[int, str]] = {
-            "words": {0: "batch", 1: "tokens"}, "chars": {0: "batch", 1: "tokens", 2: "word_chars"},
-        }  # fmt: skip
+            "words": {0: "batch", 1: "tokens"},
+            "chars": {0: "batch", 1: "tokens", 2: "word_chars"},
+        }
         args: tuple[torch.Tensor, ...] = (traced["words"], traced["chars"])
         if layers is not None:
             names["layers"], args = {1: "batch", 2: "positions"}, (*args, layers)
@@ -151,9 +157,15 @@ def _export(
     with warnings.catch_warnings(), torch.no_grad(), _held_notes(path.parent / ".stderr"):
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, args, str(path), dynamo=False, opset_version=OPSET, input_names=list(inputs),
-            output_names=[output[0]], dynamic_axes={**inputs, output[0]: output[1]},
-        )  # fmt: skip
+            module,
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=list(inputs),
+            output_names=[output[0]],
+            dynamic_axes={**inputs, output[0]: output[1]},
+        )
 
 
 KNOWN_NOTES = ("The shape inference of prim::PackPadded", "The shape inference of prim::PadPacked")
@@ -185,9 +197,16 @@ def _held_notes(spool: Path) -> Iterator[None]:
 def _manifest(spec: TaggerSpec, files: list[str], folder: Path) -> dict[str, Any]:
     """``onnx.json``: the spec, the char layout and every file's sha256, under a checksum of its own."""
     elmo_chars = {
-        "max_chars": MAX_CHARS, "begin_word": BOW_CHAR + 1, "end_word": EOW_CHAR + 1, "pad": PAD_CHAR + 1,
-        "shift": 1, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN, "bos": list(BOS_IDS), "eos": list(EOS_IDS),
-    }  # fmt: skip
+        "max_chars": MAX_CHARS,
+        "begin_word": BOW_CHAR + 1,
+        "end_word": EOW_CHAR + 1,
+        "pad": PAD_CHAR + 1,
+        "shift": 1,
+        "bos_token": BOS_TOKEN,
+        "eos_token": EOS_TOKEN,
+        "bos": list(BOS_IDS),
+        "eos": list(EOS_IDS),
+    }
     manifest = {
         "format": ONNX_FORMAT,
         "spec": spec.to_json(),

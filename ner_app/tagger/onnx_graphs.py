@@ -112,9 +112,13 @@ class BilmGraph(nn.Module):
         """One layer of one direction: x (B, S, I) -> (B, S, P)."""
         clips = [NO_CLIP if clip is None else float(clip) for clip in (cell.cell_clip, cell.proj_clip)]
         out = self.recurrence(
-            cell.input_projection(x).transpose(0, 1), mask.t()[:, :, None],
-            cell.state_linearity.weight.t(), cell.projection.weight.t(), clips[0], clips[1],
-        )  # fmt: skip
+            cell.input_projection(x).transpose(0, 1),
+            mask.t()[:, :, None],
+            cell.state_linearity.weight.t(),
+            cell.projection.weight.t(),
+            clips[0],
+            clips[1],
+        )
         return out.transpose(0, 1)
 
 

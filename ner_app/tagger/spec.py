@@ -112,10 +112,16 @@ class TaggerSpec:
         extra = [w for w in dict.fromkeys(words.normalize(w) for w in pretrained_words) if w not in known]
         entries = tuple(words.itos[2:]) + tuple(extra)
         return cls(
-            sizes=sizes, words=VocabSpec(entries, True, lowercase), num_trainable_words=len(words),
-            chars=VocabSpec.of(build_char_vocab(train_tokens)), tags=VocabSpec.of(build_tag_vocab(train_tags, scheme)),
-            scheme=scheme, source_scheme=source_scheme, max_word_chars=max_word_chars, elmo=elmo,
-        )  # fmt: skip
+            sizes=sizes,
+            words=VocabSpec(entries, True, lowercase),
+            num_trainable_words=len(words),
+            chars=VocabSpec.of(build_char_vocab(train_tokens)),
+            tags=VocabSpec.of(build_tag_vocab(train_tags, scheme)),
+            scheme=scheme,
+            source_scheme=source_scheme,
+            max_word_chars=max_word_chars,
+            elmo=elmo,
+        )
 
     # ------------------------------------------------------------------------------ derived values
     @functools.cached_property
@@ -158,7 +164,7 @@ class TaggerSpec:
                 "num_trainable_words": self.num_trainable_words,
                 "chars": vocab(self.chars),
                 "tags": vocab(self.tags),
-            },  # fmt: skip
+            },
             "scheme": self.scheme,
             "source_scheme": self.source_scheme,
             "max_word_chars": self.max_word_chars,
@@ -177,13 +183,23 @@ class TaggerSpec:
             )
         vocab = _object(data, "vocab", source)
         flat = {
-            "sizes": data.get("model"), "elmo": data.get("elmo"), "words": vocab.get("words"),
-            "num_trainable_words": vocab.get("num_trainable_words"), "chars": vocab.get("chars"),
-            "tags": vocab.get("tags"), "scheme": data.get("scheme"), "source_scheme": data.get("source_scheme"),
+            "sizes": data.get("model"),
+            "elmo": data.get("elmo"),
+            "words": vocab.get("words"),
+            "num_trainable_words": vocab.get("num_trainable_words"),
+            "chars": vocab.get("chars"),
+            "tags": vocab.get("tags"),
+            "scheme": data.get("scheme"),
+            "source_scheme": data.get("source_scheme"),
             "max_word_chars": data.get("max_word_chars"),
-        }  # fmt: skip
-        where = {"sizes": "model", "words": "vocab.words", "chars": "vocab.chars", "tags": "vocab.tags",
-                 "num_trainable_words": "vocab.num_trainable_words"}  # fmt: skip
+        }
+        where = {
+            "sizes": "model",
+            "words": "vocab.words",
+            "chars": "vocab.chars",
+            "tags": "vocab.tags",
+            "num_trainable_words": "vocab.num_trainable_words",
+        }
         reader = Reader(SpecError, source)
         values = {
             name: read_value(hint, flat[name], where.get(name, name), reader)

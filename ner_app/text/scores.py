@@ -22,7 +22,7 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
             "recall": 100 * v["recall"],
             "f1": 100 * v["f1-score"],
             "support": int(v["support"]),
-        }  # fmt: skip
+        }
         for name, v in report.items()
         if not name.endswith(" avg")
     }

@@ -44,14 +44,27 @@ class LayerCacheFill(Callback):
                 cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
                 elmo_ref = pl_module.spec.elmo
                 if elmo_ref is not None and elmo_ref.context == "document":  # docs/document_context.md
-                    documents = [[split.tokens[i] for i in doc] for name, split in dm.splits.items()
-                                 for doc in dm.documents(name)]  # fmt: skip
-                    computed = fill_document_cache(cache, documents, bilm.to(device), elmo_ref.max_stream_positions,
-                                                   progress=trainer.is_global_zero)  # fmt: skip
+                    documents = [
+                        [split.tokens[i] for i in doc]
+                        for name, split in dm.splits.items()
+                        for doc in dm.documents(name)
+                    ]
+                    computed = fill_document_cache(
+                        cache,
+                        documents,
+                        bilm.to(device),
+                        elmo_ref.max_stream_positions,
+                        progress=trainer.is_global_zero,
+                    )
                 else:
                     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
-                    computed = cache.fill(sentences, bilm.to(device), batch_size=self.batch_size, device=device,
-                                          progress=trainer.is_global_zero)  # fmt: skip
+                    computed = cache.fill(
+                        sentences,
+                        bilm.to(device),
+                        batch_size=self.batch_size,
+                        device=device,
+                        progress=trainer.is_global_zero,
+                    )
             except (
                 OSError
             ) as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
@@ -62,8 +75,14 @@ class LayerCacheFill(Callback):
                 bilm.to(home)
             if full_disk:  # raised here, once the fill's frames (and its progress bar) are gone
                 raise NerAppError(full_disk + "set elmo.cache_dir=null")
-            log.info("ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
-                     self.directory, computed, time.perf_counter() - start, len(cache), cache.nbytes / 2**20)  # fmt: skip
+            log.info(
+                "ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
+                self.directory,
+                computed,
+                time.perf_counter() - start,
+                len(cache),
+                cache.nbytes / 2**20,
+            )
         trainer.strategy.barrier("layer cache filled")
         if trainer.local_rank != 0:  # opened after the fill, so that it sees every sentence
             cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)

@@ -110,8 +110,14 @@ def load_corpus(
             "a CRF tagger trains in reasonable time; is the last column of the files the NER tag?"
         )
     if len(types) > MANY_TYPES:
-        log.warning("train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
-                    "column of the files the NER tag?", len(types), tags, tags, tags)  # fmt: skip
+        log.warning(
+            "train has %d entity types (%d tags, a %d x %d CRF): training will be slow; is the last "
+            "column of the files the NER tag?",
+            len(types),
+            tags,
+            tags,
+            tags,
+        )
     return Corpus(splits, scheme, source_scheme)
 
 

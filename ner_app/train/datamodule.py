@@ -250,8 +250,15 @@ class ConllDataModule(pl.LightningDataModule):
                     keys += document_keys(sentences, elmo.max_stream_positions)
         replicas, rank = self._replicas()
         budget = self.max_tokens if split == "train" else self.eval_max_tokens
-        sampler = LengthBucketSampler([len(t) for t in data.tokens], size, shuffle=shuffle, seed=self.seed,
-                                      num_replicas=replicas, rank=rank, max_tokens=budget)  # fmt: skip
+        sampler = LengthBucketSampler(
+            [len(t) for t in data.tokens],
+            size,
+            shuffle=shuffle,
+            seed=self.seed,
+            num_replicas=replicas,
+            rank=rank,
+            max_tokens=budget,
+        )
         return DataLoader(
             _SplitDataset(data),
             batch_sampler=sampler,

@@ -152,8 +152,13 @@ class LayerStore:
             return
         try:
             manifest = json.loads(manifest_path.read_text())
-            expected = {"format": FORMAT, "fingerprint": self.fingerprint, "dtype": "float16",
-                        "num_layers": self.num_layers, "dim": self.dim}  # fmt: skip
+            expected = {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                "dtype": "float16",
+                "num_layers": self.num_layers,
+                "dim": self.dim,
+            }
             for name, value in expected.items():
                 if manifest[name] != value:
                     raise CacheInvalid(f"manifest {name} is {manifest[name]!r}, expected {value!r}")
@@ -167,8 +172,11 @@ class LayerStore:
         if size < data_bytes:
             raise CacheInvalid(f"data file has {size} bytes, the manifest {data_bytes} (truncated)")
         if size > data_bytes:
-            log.warning("layer cache %s: ignoring %d bytes beyond the manifest (an interrupted fill)",
-                        self.root, size - data_bytes)  # fmt: skip
+            log.warning(
+                "layer cache %s: ignoring %d bytes beyond the manifest (an interrupted fill)",
+                self.root,
+                size - data_bytes,
+            )
         try:
             raw = (self.root / f"index-{generation}.bin").read_bytes()
         except OSError as err:
@@ -220,10 +228,19 @@ class LayerStore:
         generation = self._generation + 1
         raw = entries.tobytes()
         write_bytes(self.root / f"index-{generation}.bin", raw)
-        manifest = {"format": FORMAT, "fingerprint": self.fingerprint, "dtype": "float16",
-                    "num_layers": self.num_layers, "dim": self.dim, "rows": rows, "sentences": len(entries),
-                    "generation": generation, "data_bytes": rows * self._row_bytes, "data_crc32": crc,
-                    "index_sha256": hashlib.sha256(raw).hexdigest()}  # fmt: skip
+        manifest = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "dtype": "float16",
+            "num_layers": self.num_layers,
+            "dim": self.dim,
+            "rows": rows,
+            "sentences": len(entries),
+            "generation": generation,
+            "data_bytes": rows * self._row_bytes,
+            "data_crc32": crc,
+            "index_sha256": hashlib.sha256(raw).hexdigest(),
+        }
         write_bytes(self.root / _MANIFEST, json.dumps(manifest, indent=1).encode())  # the publish
         dir_fd = os.open(self.root, os.O_RDONLY)
         try:

@@ -112,8 +112,12 @@ class SplitScores:
         )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"precision": self.precision, "recall": self.recall, "f1": self.f1,
-                               "per_type": {t: s.to_json() for t, s in self.per_type.items()}}  # fmt: skip
+        out: dict[str, Any] = {
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "per_type": {t: s.to_json() for t, s in self.per_type.items()},
+        }
         if self.sentences_per_s is not None:
             out["sentences_per_s"] = self.sentences_per_s
         return out

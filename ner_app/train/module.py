@@ -78,8 +78,14 @@ class TaggerModule(pl.LightningModule):
         # float64 value) and divides by the summed batch sizes, over all ranks, so it is sum(loss) / sum(tokens).
         # The per-step value above samples one batch, and length-bucketed batches differ by orders of magnitude.
         tokens = sum(map(len, batch["tokens"]))  # host-side count: no device sync
-        self.log("train_token_loss", loss.detach().double() / tokens, on_step=False, on_epoch=True,
-                 batch_size=tokens, sync_dist=True)  # fmt: skip
+        self.log(
+            "train_token_loss",
+            loss.detach().double() / tokens,
+            on_step=False,
+            on_epoch=True,
+            batch_size=tokens,
+            sync_dist=True,
+        )
         if self.schedule.kind != "none":  # the lr this step uses, in the log beside its loss
             self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=len(batch["tokens"]))
         return loss
@@ -148,8 +154,11 @@ class TaggerModule(pl.LightningModule):
         if evaluation is not None:
             s = evaluation.scores
             # Every rank holds the same scores; sync_dist averages equal values, which keeps them exact.
-            self.log_dict({"val_f1": s["f1"], "val_precision": s["precision"], "val_recall": s["recall"]},
-                          prog_bar=True, sync_dist=True)  # fmt: skip
+            self.log_dict(
+                {"val_f1": s["f1"], "val_precision": s["precision"], "val_recall": s["recall"]},
+                prog_bar=True,
+                sync_dist=True,
+            )
             if self.schedule.kind == "plateau" and self.trainer.state.fn == TrainerFn.FITTING:
                 self._plateau().step(s["f1"])
 

@@ -23,9 +23,13 @@ def text_report(
         [list(t) for t in gold], [list(t) for t in predicted], digits=4, zero_division=0
     )
     strict = classification_report(
-        [list(t) for t in gold_train_scheme], [list(t) for t in predicted_train_scheme], digits=4,
-        mode="strict", scheme=_strict_mode(train_scheme), zero_division=0,
-    )  # fmt: skip
+        [list(t) for t in gold_train_scheme],
+        [list(t) for t in predicted_train_scheme],
+        digits=4,
+        mode="strict",
+        scheme=_strict_mode(train_scheme),
+        zero_division=0,
+    )
     return (
         "seqeval, default mode (conlleval scoring), original tags:\n"
         f"{default}\nseqeval, strict mode, {train_scheme} tags:\n{strict}"

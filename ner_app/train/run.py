@@ -54,9 +54,16 @@ def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]
     check_elmo_files(e)
     assert e.options is not None and e.weights is not None
     bilm = load_bilm(e.options, e.weights)
-    ref = ElmoRef(options=str(Path(e.options).resolve()), weights=str(Path(e.weights).resolve()),
-                  fingerprint=bilm_fingerprint(bilm), dropout=e.dropout, do_layer_norm=e.do_layer_norm,
-                  context=e.context, max_stream_positions=e.max_stream_positions, at_output=e.at_output)  # fmt: skip
+    ref = ElmoRef(
+        options=str(Path(e.options).resolve()),
+        weights=str(Path(e.weights).resolve()),
+        fingerprint=bilm_fingerprint(bilm),
+        dropout=e.dropout,
+        do_layer_norm=e.do_layer_norm,
+        context=e.context,
+        max_stream_positions=e.max_stream_positions,
+        at_output=e.at_output,
+    )
     return bilm, ref
 
 
@@ -65,17 +72,32 @@ def build_spec(
 ) -> TaggerSpec:
     """The tagger's spec from the config and the training split (GloVe's words join the vocabulary here)."""
     m, train = cfg.model, corpus.splits["train"]
-    sizes = TaggerSizes(word_dim=m.word_dim, char_dim=m.char_dim, char_filters=m.char_filters,
-                        char_width=m.char_width, lstm_hidden=m.lstm_hidden, lstm_layers=m.lstm_layers,
-                        dropout=m.dropout)  # fmt: skip
+    sizes = TaggerSizes(
+        word_dim=m.word_dim,
+        char_dim=m.char_dim,
+        char_filters=m.char_filters,
+        char_width=m.char_width,
+        lstm_hidden=m.lstm_hidden,
+        lstm_layers=m.lstm_layers,
+        dropout=m.dropout,
+    )
     spec = TaggerSpec.from_training_data(
-        sizes, train.tokens, train.tags, corpus.scheme, corpus.source_scheme, lowercase=cfg.data.lowercase,
-        min_word_count=cfg.data.min_word_count, pretrained_words=glove_words if m.glove_oov and glove_words else (),
-        max_word_chars=MAX_WORD_CHARS, elmo=elmo,
-    )  # fmt: skip
+        sizes,
+        train.tokens,
+        train.tags,
+        corpus.scheme,
+        corpus.source_scheme,
+        lowercase=cfg.data.lowercase,
+        min_word_count=cfg.data.min_word_count,
+        pretrained_words=glove_words if m.glove_oov and glove_words else (),
+        max_word_chars=MAX_WORD_CHARS,
+        elmo=elmo,
+    )
     if len(spec.word_vocab) > spec.num_trainable_words:
-        log.info("GloVe adds %d frozen words outside the train vocabulary",
-                 len(spec.word_vocab) - spec.num_trainable_words)  # fmt: skip
+        log.info(
+            "GloVe adds %d frozen words outside the train vocabulary",
+            len(spec.word_vocab) - spec.num_trainable_words,
+        )
     return spec
 
 
@@ -116,12 +138,15 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         )
     elmo = module.tagger.elmo
     metrics = RunMetrics(
-        scores["dev"], scores["test"],
+        scores["dev"],
+        scores["test"],
         # the chosen checkpoint's mixes: a record then holds them without the weights
-        elmo_mix=None if elmo is None else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
+        elmo_mix=None
+        if elmo is None
+        else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
         # the biLM by its weights: compare groups by this, whatever the files' paths
         bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
-    )  # fmt: skip
+    )
     metrics.write(run_dir / "metrics.json")
     return metrics.to_json()
 
@@ -160,9 +185,16 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     bilm, elmo_ref = load_elmo(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
-    dm = ConllDataModule(corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size,
-                         num_workers=d.num_workers, seed=cfg.seed, max_tokens=d.max_tokens_per_batch,
-                         eval_max_tokens=d.eval_max_tokens_per_batch)  # fmt: skip
+    dm = ConllDataModule(
+        corpus,
+        spec,
+        batch_size=d.batch_size,
+        eval_batch_size=d.eval_batch_size,
+        num_workers=d.num_workers,
+        seed=cfg.seed,
+        max_tokens=d.max_tokens_per_batch,
+        eval_max_tokens=d.eval_max_tokens_per_batch,
+    )
     tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     o = cfg.optim
@@ -174,15 +206,27 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     # epochs. The second writes last.ckpt after every epoch's validation, with the best callback's state.
     best = MovableCheckpoint(dirpath=last.parent, filename="best", monitor="val_f1", mode="max")
     every_epoch = MovableCheckpoint(dirpath=last.parent, filename=last.stem, enable_version_counter=False)
-    callbacks: list[Callback] = [best, every_epoch,
-                                 EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
-                                 train_throughput(), RunIdentity(identity), FiniteGuard()]  # fmt: skip
+    callbacks: list[Callback] = [
+        best,
+        every_epoch,
+        EarlyStopping(monitor="val_f1", mode="max", patience=cfg.trainer.patience),
+        train_throughput(),
+        RunIdentity(identity),
+        FiniteGuard(),
+    ]
     if bilm is not None and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
     t = cfg.trainer
-    trainer = build_trainer(t, callbacks, run_dir, keep_below, grad_clip=o.grad_clip, max_epochs=t.max_epochs,
-                            limit_train_batches=t.limit_train_batches,
-                            accumulate_grad_batches=t.accumulate_grad_batches)  # fmt: skip
+    trainer = build_trainer(
+        t,
+        callbacks,
+        run_dir,
+        keep_below,
+        grad_clip=o.grad_clip,
+        max_epochs=t.max_epochs,
+        limit_train_batches=t.limit_train_batches,
+        accumulate_grad_batches=t.accumulate_grad_batches,
+    )
     trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None, weights_only=True)
     chosen = best.best_model_path or None  # None: no complete dev pass; keep the last weights
     # The best weights are loaded once, by the dev pass; the test pass evaluates the same weights in the module.

@@ -67,11 +67,22 @@ def test_embed_command_stateful_matches_reference(tmp_path):
     # Lines in the fixture's batch order; batches of 3 in file order reproduce the reference protocol.
     lines = [sentences[k][i] for i in range(10) for k in range(3)]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    code = main([
-        "embed", "--options", str(folder / "options.json"), "--weights", str(folder / "lm_weights.hdf5"),
-        "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.hdf5"), "--batch-size", "3",
-        "--stateful",
-    ])  # fmt: skip
+    code = main(
+        [
+            "embed",
+            "--options",
+            str(folder / "options.json"),
+            "--weights",
+            str(folder / "lm_weights.hdf5"),
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(tmp_path / "out.hdf5"),
+            "--batch-size",
+            "3",
+            "--stateful",
+        ]
+    )
     assert code == 0
     with h5py.File(tmp_path / "out.hdf5", "r") as out:
         assert len(out) == 30

@@ -76,10 +76,17 @@ def test_layout_of_written_file(tmp_path):
 
 def test_original_model_parameter_count():
     original = BilmOptions(
-        char_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), n_highway=2,
-        activation="relu", lstm_dim=4096, projection_dim=512, n_layers=2, cell_clip=3.0, proj_clip=3.0,
+        char_dim=16,
+        filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
+        n_highway=2,
+        activation="relu",
+        lstm_dim=4096,
+        projection_dim=512,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
         use_skip_connections=True,
-    )  # fmt: skip
+    )
     assert original.num_parameters() == 93_600_864
 
 

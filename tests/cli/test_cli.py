@@ -54,8 +54,12 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ner_app", *bad_inputs(tmp_path)[command]],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, input="",
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        input="",
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr
@@ -81,14 +85,20 @@ def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this runs the whole check")
 def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
-    result = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check"], capture_output=True, text=True,
-                            timeout=60, cwd=ROOT)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_check"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert result.returncode == 0 and "no CUDA device" in result.stdout
 
 
 def test_gpu_speed_without_cuda_says_so_and_exits_0() -> None:
-    result = subprocess.run([sys.executable, "-m", "benchmarks.gpu_speed", "model.glove=PATH"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_speed", "model.glove=PATH"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0 and "no CUDA device" in result.stdout
 
 

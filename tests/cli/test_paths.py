@@ -47,8 +47,17 @@ def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
     shutil.copy(ROOT / "configs" / "tiny.yaml", project / "configs" / "tiny.yaml")
     for name in ("tiny_conll", "tiny_bilm"):
         shutil.copytree(ROOT / "tests" / "data" / name, project / "tests" / "data" / name)
-    command = [sys.executable, "-m", "ner_app", "train", "--config", str(project / "configs" / "tiny.yaml"),
-               "output_dir=runs/moved", "trainer.max_epochs=1", "trainer.threads=1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ner_app",
+        "train",
+        "--config",
+        str(project / "configs" / "tiny.yaml"),
+        "output_dir=runs/moved",
+        "trainer.max_epochs=1",
+        "trainer.threads=1",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -68,8 +77,15 @@ def test_a_missing_file_is_named_by_its_resolved_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code = main(["train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
-                 "elmo.options=no/such/options.json"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--config",
+            str(ROOT / "configs" / "tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            "elmo.options=no/such/options.json",
+        ]
+    )
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1
     assert err[0].startswith(f"error: elmo.options: {ROOT / 'no' / 'such' / 'options.json'} does not exist.")

@@ -275,8 +275,10 @@ def test_base_config_is_read_first_and_overridden_key_by_key(tmp_path: Path) -> 
 def test_the_shipped_configs_extend_the_elmo_recipe() -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
     elmo = config_to_dict(load_config(root / "conll2003_elmo.yaml"))
-    for name, differs in {"conll2003_baseline.yaml": {"elmo.enabled"},
-                          "conll2003_elmo_doc.yaml": {"elmo.context"}}.items():  # fmt: skip
+    for name, differs in {
+        "conll2003_baseline.yaml": {"elmo.enabled"},
+        "conll2003_elmo_doc.yaml": {"elmo.context"},
+    }.items():
         other = config_to_dict(load_config(root / name))
         found = {
             f"{s}.{k}"
@@ -309,19 +311,47 @@ def test_the_key_lists_come_from_field_metadata() -> None:
     from ner_app.runtime.run_dir import RESUMABLE_KEYS
 
     assert set(PATH_KEYS) == {
-        "output_dir", "data.dir", "data.train", "data.heldout", "data.extra_train", "model.glove",
-        "model.init_weights", "elmo.options", "elmo.weights", "elmo.cache_dir",
-    }  # fmt: skip
+        "output_dir",
+        "data.dir",
+        "data.train",
+        "data.heldout",
+        "data.extra_train",
+        "model.glove",
+        "model.init_weights",
+        "elmo.options",
+        "elmo.weights",
+        "elmo.cache_dir",
+    }
     assert RESUMABLE_KEYS == {
-        "output_dir", "trainer.max_epochs", "trainer.patience", "trainer.max_time_minutes", "trainer.threads",
-        "trainer.enable_progress_bar", "trainer.log_every_n_steps", "elmo.cache_dir", "data.num_workers",
-        "train.max_steps", "train.max_time_minutes", "train.threads", "train.enable_progress_bar",
-        "train.log_every_n_steps", "train.val_every_n_steps", "train.patience", "trainer.logger", "train.logger",
-    }  # fmt: skip
+        "output_dir",
+        "trainer.max_epochs",
+        "trainer.patience",
+        "trainer.max_time_minutes",
+        "trainer.threads",
+        "trainer.enable_progress_bar",
+        "trainer.log_every_n_steps",
+        "elmo.cache_dir",
+        "data.num_workers",
+        "train.max_steps",
+        "train.max_time_minutes",
+        "train.threads",
+        "train.enable_progress_bar",
+        "train.log_every_n_steps",
+        "train.val_every_n_steps",
+        "train.patience",
+        "trainer.logger",
+        "train.logger",
+    }
     assert OPERATIONAL_KEYS == {
-        "seed", "output_dir", "trainer.threads", "trainer.enable_progress_bar", "trainer.log_every_n_steps",
-        "elmo.cache_dir", "data.num_workers", "trainer.logger",
-    }  # fmt: skip
+        "seed",
+        "output_dir",
+        "trainer.threads",
+        "trainer.enable_progress_bar",
+        "trainer.log_every_n_steps",
+        "elmo.cache_dir",
+        "data.num_workers",
+        "trainer.logger",
+    }
 
 
 def test_the_pretraining_model_section_yields_the_bilm_options() -> None:
@@ -331,8 +361,10 @@ def test_the_pretraining_model_section_yields_the_bilm_options() -> None:
     from ner_app.bilm.bilm import BidirectionalLM
     from ner_app.bilm.options import SHAPE_KEYS, BilmOptions
 
-    cfg = config_from_dict({"model": {"filters": [[1, 4], [2, 8]], "lstm_dim": 16, "projection_dim": 8}},
-                           schema=BilmPretrainConfig)  # fmt: skip
+    cfg = config_from_dict(
+        {"model": {"filters": [[1, 4], [2, 8]], "lstm_dim": 16, "projection_dim": 8}},
+        schema=BilmPretrainConfig,
+    )
     options = BilmOptions.of(cfg.model)
     assert options == BilmOptions.from_dict(options.to_dict()) and options.filters == ((1, 4), (2, 8))
     assert options == BilmOptions(16, ((1, 4), (2, 8)), 2, "relu", 16, 8, 2, 3.0, 3.0, True)

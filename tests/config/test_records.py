@@ -59,18 +59,42 @@ def test_a_record_reads_with_its_types_and_defaults() -> None:
     ("data", "message"),
     [
         ([], "file.json: expected an object, found list []"),
-        ({"tokens": []}, "file.json: expected the keys ['count', 'inner', 'limit', 'mode', 'sizes', 'table', "
-                         "'tokens'], found ['tokens']"),
-        ({"inner": {"name": "x"}, "tokens": "ab"}, "file.json: key 'tokens': expected a list of strings, found str 'ab'"),
-        ({"inner": {"name": "x"}, "tokens": [], "mode": "c"}, "file.json: key 'mode': expected one of 'a', 'b', found str 'c'"),
-        ({"inner": {"name": "x"}, "tokens": [], "sizes": [1, True]}, "file.json: key 'sizes[1]': expected int, found bool True"),
+        (
+            {"tokens": []},
+            "file.json: expected the keys ['count', 'inner', 'limit', 'mode', 'sizes', 'table', "
+            "'tokens'], found ['tokens']",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": "ab"},
+            "file.json: key 'tokens': expected a list of strings, found str 'ab'",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": [], "mode": "c"},
+            "file.json: key 'mode': expected one of 'a', 'b', found str 'c'",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": [], "sizes": [1, True]},
+            "file.json: key 'sizes[1]': expected int, found bool True",
+        ),
         ({"inner": {"name": 3}, "tokens": []}, "file.json: key 'inner.name': expected str, found int 3"),
-        ({"inner": {"name": "x", "extra": 1}, "tokens": []}, "file.json: unknown key 'inner.extra' (known keys in 'inner': name, weight)"),
-        ({"inner": {"name": "x"}, "tokens": [], "table": {"k": 1}}, "file.json: key 'table.k': expected an object, found int 1"),
-        ({"inner": {"name": "x"}, "tokens": [], "limit": "7"}, "file.json: key 'limit': expected int or null, found str '7'"),
-        ({"inner": {"name": "x"}, "tokens": [], "count": 0}, "file.json: key 'count': expected a positive count, found 0"),
+        (
+            {"inner": {"name": "x", "extra": 1}, "tokens": []},
+            "file.json: unknown key 'inner.extra' (known keys in 'inner': name, weight)",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": [], "table": {"k": 1}},
+            "file.json: key 'table.k': expected an object, found int 1",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": [], "limit": "7"},
+            "file.json: key 'limit': expected int or null, found str '7'",
+        ),
+        (
+            {"inner": {"name": "x"}, "tokens": [], "count": 0},
+            "file.json: key 'count': expected a positive count, found 0",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_values_are_one_line_naming_the_file_and_the_key(data: Any, message: str) -> None:
     with pytest.raises(RecordError) as err:
         read(data)

@@ -30,9 +30,17 @@ from tests.helpers import tiny_overrides, write_grammar
 REPO = Path(__file__).resolve().parents[2]
 TINY_CONLL = REPO / "tests" / "data" / "tiny_conll"
 TINY_OPTIONS = {
-    "char_dim": 4, "filters": [[1, 8], [2, 8]], "n_highway": 1, "activation": "relu", "lstm_dim": 16,
-    "projection_dim": 8, "n_layers": 2, "cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True,
-}  # fmt: skip
+    "char_dim": 4,
+    "filters": [[1, 8], [2, 8]],
+    "n_highway": 1,
+    "activation": "relu",
+    "lstm_dim": 16,
+    "projection_dim": 8,
+    "n_layers": 2,
+    "cell_clip": 3.0,
+    "proj_clip": 3.0,
+    "use_skip_connections": True,
+}
 
 
 def options() -> dict:
@@ -43,8 +51,18 @@ def options() -> dict:
 def test_split_documents_text_and_conll() -> None:
     text = ["a b", "c", "", "d e f", "", "", "g"]
     assert split_documents(text) == [[["a", "b"], ["c"]], [["d", "e", "f"]], [["g"]]]
-    conll = ["-DOCSTART- -X- O O", "", "EU NNP I-ORG", "rejects VBZ O", "", "Peter NNP I-PER", "",
-             "-DOCSTART- -X- -X- O", "", "Bonn NNP I-LOC"]  # fmt: skip
+    conll = [
+        "-DOCSTART- -X- O O",
+        "",
+        "EU NNP I-ORG",
+        "rejects VBZ O",
+        "",
+        "Peter NNP I-PER",
+        "",
+        "-DOCSTART- -X- -X- O",
+        "",
+        "Bonn NNP I-LOC",
+    ]
     assert split_documents(conll) == [[["EU", "rejects"], ["Peter"]], [["Bonn"]]]
     docs = [[["a"], ["b"]], [["c"], ["d"], ["e"]]]
     assert first_sentences(docs, 3) == [[["a"], ["b"]], [["c"]]]
@@ -124,10 +142,14 @@ def test_document_perplexity_matches_a_hand_built_stream_and_one_sentence_docume
 def domain_overrides(tmp_path: Path, corpus: Path, init: Path, steps: int) -> list[str]:
     heldout = write_grammar(tmp_path / "heldout.txt", 20, seed=5, doc_every=4)
     return [
-        *tiny_overrides(tmp_path, corpus, [heldout], steps), f"model.init_weights={init}",
-        "data.train_documents=[1, 30]", f"data.extra_train=[{TINY_CONLL / 'train.txt'}]",
-        "train.threads=1", "train.max_time_minutes=null", "train.enable_progress_bar=false",
-    ]  # fmt: skip
+        *tiny_overrides(tmp_path, corpus, [heldout], steps),
+        f"model.init_weights={init}",
+        "data.train_documents=[1, 30]",
+        f"data.extra_train=[{TINY_CONLL / 'train.txt'}]",
+        "train.threads=1",
+        "train.max_time_minutes=null",
+        "train.enable_progress_bar=false",
+    ]
 
 
 def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(
@@ -202,8 +224,12 @@ def test_init_weights_start_from_the_given_biLM(tmp_path: Path) -> None:
     base = [*tiny_overrides(tmp_path / "a", corpus, [], 4), "data.heldout=[]"]
     assert main(["pretrain-bilm", "--config", tiny, *base]) == 0
     source = tmp_path / "a" / "run"
-    again = [*tiny_overrides(tmp_path / "b", corpus, [], 1), "data.heldout=[]", "train.lr=1e-12",
-             f"model.init_weights={source / 'weights.hdf5'}"]  # fmt: skip
+    again = [
+        *tiny_overrides(tmp_path / "b", corpus, [], 1),
+        "data.heldout=[]",
+        "train.lr=1e-12",
+        f"model.init_weights={source / 'weights.hdf5'}",
+    ]
     assert main(["pretrain-bilm", "--config", tiny, *again]) == 0
     first = load_bilm(source / "options.json", source / "weights.hdf5").state_dict()
     second = load_bilm(tmp_path / "b" / "run" / "options.json", tmp_path / "b" / "run" / "weights.hdf5")
@@ -243,8 +269,13 @@ def test_early_stopping_exports_the_best_validation(tmp_path: Path) -> None:
     the best, and the exported weights are the best step's (their held-out perplexity is the best one)."""
     corpus = write_grammar(tmp_path / "train.txt", 300, seed=0)
     heldout = write_grammar(tmp_path / "heldout.txt", 30, seed=1)
-    overrides = [*tiny_overrides(tmp_path, corpus, [heldout], 60), "train.val_every_n_steps=1",
-                 "train.val_max_sentences=null", "train.patience=2", "train.lr=0.3"]  # fmt: skip
+    overrides = [
+        *tiny_overrides(tmp_path, corpus, [heldout], 60),
+        "train.val_every_n_steps=1",
+        "train.val_max_sentences=null",
+        "train.patience=2",
+        "train.lr=0.3",
+    ]
     cfg = load_config(REPO / "configs" / "bilm_tiny.yaml", overrides, schema=BilmPretrainConfig)
     metrics = run_pretraining(cfg)
     with (tmp_path / "run" / "logs" / "metrics.csv").open() as f:
@@ -261,14 +292,29 @@ def test_frozen_bilm_steps_train_the_softmax_alone(tmp_path: Path) -> None:
     with 1 frozen step of 3 the biLM moves too."""
     corpus = write_grammar(tmp_path / "train.txt", 200, seed=0)
     tiny = str(REPO / "configs" / "bilm_tiny.yaml")
-    assert main(["pretrain-bilm", "--config", tiny, *tiny_overrides(tmp_path / "a", corpus, [], 4),
-                 "data.heldout=[]"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pretrain-bilm",
+                "--config",
+                tiny,
+                *tiny_overrides(tmp_path / "a", corpus, [], 4),
+                "data.heldout=[]",
+            ]
+        )
+        == 0
+    )
     source = tmp_path / "a" / "run"
     init = load_bilm(source / "options.json", source / "weights.hdf5").state_dict()
 
     def run(name: str, frozen: int, lr: float) -> tuple[dict[str, torch.Tensor], np.ndarray]:
-        args = [*tiny_overrides(tmp_path / name, corpus, [], 3), "data.heldout=[]", f"train.lr={lr}",
-                f"model.init_weights={source / 'weights.hdf5'}", f"train.frozen_bilm_steps={frozen}"]  # fmt: skip
+        args = [
+            *tiny_overrides(tmp_path / name, corpus, [], 3),
+            "data.heldout=[]",
+            f"train.lr={lr}",
+            f"model.init_weights={source / 'weights.hdf5'}",
+            f"train.frozen_bilm_steps={frozen}",
+        ]
         assert main(["pretrain-bilm", "--config", tiny, *args]) == 0
         out = tmp_path / name / "run"
         with h5py.File(out / "softmax.hdf5", "r") as f:
@@ -288,10 +334,12 @@ def test_frozen_bilm_steps_train_the_softmax_alone(tmp_path: Path) -> None:
     ("overrides", "message"),
     [
         (["train.frozen_bilm_steps=-1"], "config key 'train.frozen_bilm_steps' must be at least 0, found -1"),
-        (["train.frozen_bilm_steps=5", "train.devices=2", "train.strategy=ddp"],
-         "config key 'train.frozen_bilm_steps' needs one process (train.devices x train.num_nodes = 1), found 2"),
+        (
+            ["train.frozen_bilm_steps=5", "train.devices=2", "train.strategy=ddp"],
+            "config key 'train.frozen_bilm_steps' needs one process (train.devices x train.num_nodes = 1), found 2",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_frozen_bilm_steps_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str], message: str
 ) -> None:

@@ -24,11 +24,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, (overrides, seeds) in RECIPES.items():
         for seed in seeds:
             folder = tmp / f"{name}_seed{seed}"
-            code = main(["train", "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={folder}",
-                         f"seed={seed}", "trainer.max_epochs=4", "trainer.threads=1", "elmo.cache_dir=null",
-                         f"data.dir={ROOT / 'tests/data/tiny_conll'}", *overrides,
-                         f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
-                         f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}"])  # fmt: skip
+            code = main(
+                [
+                    "train",
+                    "--config",
+                    str(ROOT / "configs/tiny.yaml"),
+                    f"output_dir={folder}",
+                    f"seed={seed}",
+                    "trainer.max_epochs=4",
+                    "trainer.threads=1",
+                    "elmo.cache_dir=null",
+                    f"data.dir={ROOT / 'tests/data/tiny_conll'}",
+                    *overrides,
+                    f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
+                    f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}",
+                ]
+            )
             assert code == 0
             out[folder.name] = folder
     return out
@@ -38,8 +49,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """configs/tiny.yaml stopped after 6 epochs: dev/test F1 80, with missed, wrong-type and spurious entities."""
     out = tmp_path_factory.mktemp("report") / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={out}", f"data.dir={TINY}",
-            "elmo.cache_dir=null", "trainer.max_epochs=6", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={out}",
+        f"data.dir={TINY}",
+        "elmo.cache_dir=null",
+        "trainer.max_epochs=6",
+        "trainer.threads=1",
+    ]
     threads = torch.get_num_threads()
     assert train.main(args) == 0
     torch.set_num_threads(threads)

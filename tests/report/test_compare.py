@@ -66,9 +66,13 @@ def test_table_equals_numbers_by_hand(runs, capsys):
     assert list(rows) == ["base", "lr02"]  # named by their folders without the seed
     for name, (_, seeds) in RECIPES.items():
         folders = [runs[f"{name}_seed{s}"] for s in seeds]
-        assert rows[name] == [name, str(len(seeds)), ", ".join(map(str, seeds)),
-                              by_hand([f1(f, "dev") for f in folders]),
-                              by_hand([f1(f, "test") for f in folders])]  # fmt: skip
+        assert rows[name] == [
+            name,
+            str(len(seeds)),
+            ", ".join(map(str, seeds)),
+            by_hand([f1(f, "dev") for f in folders]),
+            by_hand([f1(f, "test") for f in folders]),
+        ]
     assert len({rows["base"][3], rows["lr02"][3]}) == 2, "both recipes scored alike: a weak test"
     for split, title in (("test", "Test F1"), ("dev", "Dev F1")):
         header, *type_rows = find(t, title)
@@ -84,8 +88,10 @@ def test_paired_by_seed(runs, capsys):
     _, out, _ = compare(capsys, *runs.values())
     header, *rows = find(tables(out), "Paired by seed: B", keys=2)
     assert header == ["A", "B", "shared seeds", "dev ΔF1", "test ΔF1", "dev 95% CI", "test 95% CI"]
-    diffs = {s: [f1(runs[f"lr02_seed{n}"], s) - f1(runs[f"base_seed{n}"], s) for n in (2, 3)]
-             for s in ("dev", "test")}  # fmt: skip
+    diffs = {
+        s: [f1(runs[f"lr02_seed{n}"], s) - f1(runs[f"base_seed{n}"], s) for n in (2, 3)]
+        for s in ("dev", "test")
+    }
 
     def interval(values: list[float]) -> str:  # two seeds: 1 degree of freedom, t(0.975, 1) = 12.706
         mean, std = sum(values) / 2, abs(values[0] - values[1]) / math.sqrt(2)
@@ -93,8 +99,17 @@ def test_paired_by_seed(runs, capsys):
         return f"[{mean - half:+.2f}, {mean + half:+.2f}]"
 
     signed = {s: ("+" if sum(v) >= 0 else "") + by_hand(v) for s, v in diffs.items()}
-    assert rows == [["base", "lr02", "2, 3", signed["dev"], signed["test"],
-                     interval(diffs["dev"]), interval(diffs["test"])]]  # fmt: skip
+    assert rows == [
+        [
+            "base",
+            "lr02",
+            "2, 3",
+            signed["dev"],
+            signed["test"],
+            interval(diffs["dev"]),
+            interval(diffs["test"]),
+        ]
+    ]
 
 
 def test_groups_by_config_not_by_folder_name(runs, capsys, tmp_path):
@@ -193,26 +208,49 @@ def write(path: Path, text: str) -> Path:
         (lambda t, r: t / "missing", "missing: no such folder, expected a run folder"),
         (lambda t, r: write(t / "f" / "x", "") / "x", "x: is a file, expected a run folder"),
         (lambda t, r: t, "not a run folder (no metrics.json or config.yaml)"),
-        (lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"), "u: no metrics.json, the run has not finished"),
-        (lambda t, r: write(t / "p" / "metrics.json", '{"heldout": {}, "steps": 3}'),
-         "metrics.json: expected the dev and test scores of a train.py run, found heldout, steps"),
+        (
+            lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"),
+            "u: no metrics.json, the run has not finished",
+        ),
+        (
+            lambda t, r: write(t / "p" / "metrics.json", '{"heldout": {}, "steps": 3}'),
+            "metrics.json: expected the dev and test scores of a train.py run, found heldout, steps",
+        ),
         (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json:1: not valid JSON"),
-        (lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": "high"}, "test": {"f1": 1}}'),
-         "metrics.json: dev.f1: expected a number, found 'high'"),
-        (lambda t, r: write(t / "i" / "metrics.json", '{"dev": {"f1": NaN}, "test": {"f1": 1}}'),
-         "metrics.json: dev.f1: expected a finite number, found nan"),
-        (lambda t, r: write(t / "k" / "metrics.json", '{"dev": {"f1": 1e200}, "test": {"f1": 1}}'),
-         "metrics.json: dev.f1: expected a number from 0 to 100, found 1e+200"),
-        (lambda t, r: write(t / "m" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": {}}'),
-         "metrics.json: elmo_mix: expected a list of {softmax_w, gamma} mappings"),
-        (lambda t, r: write(t / "g" / "metrics.json",
-                            '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": [{"softmax_w": [1], "gamma": null}]}'),
-         "metrics.json: elmo_mix[0].gamma: expected a number, found None"),
-        (lambda t, r: write(t / "h" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "bilm_fingerprint": "ab"}'),
-         "metrics.json: bilm_fingerprint: expected 64 hex digits (a sha256), found 'ab'"),
+        (
+            lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": "high"}, "test": {"f1": 1}}'),
+            "metrics.json: dev.f1: expected a number, found 'high'",
+        ),
+        (
+            lambda t, r: write(t / "i" / "metrics.json", '{"dev": {"f1": NaN}, "test": {"f1": 1}}'),
+            "metrics.json: dev.f1: expected a finite number, found nan",
+        ),
+        (
+            lambda t, r: write(t / "k" / "metrics.json", '{"dev": {"f1": 1e200}, "test": {"f1": 1}}'),
+            "metrics.json: dev.f1: expected a number from 0 to 100, found 1e+200",
+        ),
+        (
+            lambda t, r: write(
+                t / "m" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": {}}'
+            ),
+            "metrics.json: elmo_mix: expected a list of {softmax_w, gamma} mappings",
+        ),
+        (
+            lambda t, r: write(
+                t / "g" / "metrics.json",
+                '{"dev": {"f1": 1}, "test": {"f1": 1}, "elmo_mix": [{"softmax_w": [1], "gamma": null}]}',
+            ),
+            "metrics.json: elmo_mix[0].gamma: expected a number, found None",
+        ),
+        (
+            lambda t, r: write(
+                t / "h" / "metrics.json", '{"dev": {"f1": 1}, "test": {"f1": 1}, "bilm_fingerprint": "ab"}'
+            ),
+            "metrics.json: bilm_fingerprint: expected 64 hex digits (a sha256), found 'ab'",
+        ),
         (lambda t, r: shutil.copytree(r["base_seed1"], t / "again"), "two runs of one config with seed 1"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_naming_the_path(runs, capsys, tmp_path, make, message):
     path = make(tmp_path, runs)
     code, out, err = compare(capsys, runs["base_seed1"], path)
@@ -264,8 +302,10 @@ def test_mix_table_equals_numbers_by_hand(runs, capsys):
         return f"{mean:.3f} ± {std:.3f}"
 
     for row in rows:
-        mixes = [json.loads((runs[f"{row[0]}_seed{s}"] / "metrics.json").read_text())["elmo_mix"][0]
-                 for s in RECIPES[row[0]][1]]  # fmt: skip
+        mixes = [
+            json.loads((runs[f"{row[0]}_seed{s}"] / "metrics.json").read_text())["elmo_mix"][0]
+            for s in RECIPES[row[0]][1]
+        ]
         assert row[1] == str(len(mixes))
         assert row[2:-1] == [three([m["softmax_w"][j] for m in mixes]) for j in range(layers)]
         assert row[-1] == three([m["gamma"] for m in mixes])
@@ -338,8 +378,15 @@ def test_per_seed_differences_by_hand(runs, capsys):
     _, out, _ = compare(capsys, *runs.values())
     header, *rows = find(tables(out), "Paired by seed, each seed", keys=3)
     assert header == ["A", "B", "seed", "dev ΔF1", "test ΔF1"]
-    expected = [["base", "lr02", str(n), *(f"{f1(runs[f'lr02_seed{n}'], s) - f1(runs[f'base_seed{n}'], s):+.2f}"
-                                          for s in ("dev", "test"))] for n in (2, 3)]  # fmt: skip
+    expected = [
+        [
+            "base",
+            "lr02",
+            str(n),
+            *(f"{f1(runs[f'lr02_seed{n}'], s) - f1(runs[f'base_seed{n}'], s):+.2f}" for s in ("dev", "test")),
+        ]
+        for n in (2, 3)
+    ]
     assert rows == expected
 
 
@@ -416,8 +463,17 @@ def test_many_configs_are_each_paired_with_the_first_not_with_every_other():
     from ner_app.report.compare_tables import MAX_ALL_PAIRS, paired_table, per_seed_table
 
     def group(k: int, n_runs: int = 2) -> Group:
-        runs = tuple(Run(Path(f"g{k}s{s}"), s, (("optim.lr", k),), None, {"dev": 90.0 + k + s, "test": 88.0 + k},
-                         {"dev": {}, "test": {}}) for s in range(1, n_runs + 1))  # fmt: skip
+        runs = tuple(
+            Run(
+                Path(f"g{k}s{s}"),
+                s,
+                (("optim.lr", k),),
+                None,
+                {"dev": 90.0 + k + s, "test": 88.0 + k},
+                {"dev": {}, "test": {}},
+            )
+            for s in range(1, n_runs + 1)
+        )
         return Group(f"lr={k}", runs)
 
     few = [group(k) for k in range(3)]

@@ -17,8 +17,26 @@ from ner_app.report.compare_tables import MAX_WIDTH, compare_table
 from tests.report.test_compare import HtmlTables, find, tables
 
 # OntoNotes' 18 entity types: the per-type table of a model that knows them has 19 columns.
-ONTONOTES = ["CARDINAL", "DATE", "EVENT", "FAC", "GPE", "LANGUAGE", "LAW", "LOC", "MONEY", "NORP", "ORDINAL",
-             "ORG", "PERCENT", "PERSON", "PRODUCT", "QUANTITY", "TIME", "WORK_OF_ART"]  # fmt: skip
+ONTONOTES = [
+    "CARDINAL",
+    "DATE",
+    "EVENT",
+    "FAC",
+    "GPE",
+    "LANGUAGE",
+    "LAW",
+    "LOC",
+    "MONEY",
+    "NORP",
+    "ORDINAL",
+    "ORG",
+    "PERCENT",
+    "PERSON",
+    "PRODUCT",
+    "QUANTITY",
+    "TIME",
+    "WORK_OF_ART",
+]
 
 
 def compare(capsys, *args) -> tuple[int, str, str]:
@@ -39,9 +57,21 @@ def names(out: str) -> list[list[str]]:
 # ------------------------------------------------------------------------------ group names
 @pytest.mark.parametrize(
     ("name", "seed", "stem"),
-    [("b1", 1, "b"), ("b1", 7, None), ("elmo_seed3", 3, "elmo"), ("elmo-s3", 3, "elmo"), ("elmo_3", 3, "elmo"), ("x_seed_03", 3, "x"),
-     ("seed3", 3, ""), ("3", 3, ""), ("s3", 3, ""), ("seed5", 7, None), ("runs3", 3, "runs"), ("b", 1, None)],
-)  # fmt: skip
+    [
+        ("b1", 1, "b"),
+        ("b1", 7, None),
+        ("elmo_seed3", 3, "elmo"),
+        ("elmo-s3", 3, "elmo"),
+        ("elmo_3", 3, "elmo"),
+        ("x_seed_03", 3, "x"),
+        ("seed3", 3, ""),
+        ("3", 3, ""),
+        ("s3", 3, ""),
+        ("seed5", 7, None),
+        ("runs3", 3, "runs"),
+        ("b", 1, None),
+    ],
+)
 def test_a_folder_loses_its_seed_only_when_the_record_says_so(name, seed, stem):
     assert seed_in_name(name, seed) == stem
 
@@ -100,8 +130,13 @@ def test_json_holds_the_numbers_of_the_tables(runs, capsys):
     assert [g["name"] for g in data["groups"]] == [r[0] for r in rows] == ["base", "lr02"]
     for group, row in zip(data["groups"], rows, strict=True):
         assert list(group) == ["name", "seeds", "config", "f1", "per_type", "elmo_mix", "runs"]
-        assert row == [group["name"], str(len(group["runs"])), ", ".join(map(str, group["seeds"])),
-                       two(group["f1"]["dev"]), two(group["f1"]["test"])]  # fmt: skip
+        assert row == [
+            group["name"],
+            str(len(group["runs"])),
+            ", ".join(map(str, group["seeds"])),
+            two(group["f1"]["dev"]),
+            two(group["f1"]["test"]),
+        ]
         assert group["config"] == {"optim.lr": {"base": 0.01, "lr02": 0.02}[group["name"]]}
         for run in group["runs"]:  # each run's own numbers are its metrics.json's
             metrics = json.loads((Path(run["path"]) / "metrics.json").read_text())
@@ -125,8 +160,9 @@ def test_json_holds_the_numbers_of_the_tables(runs, capsys):
     cells += [f"[{d[s]['ci95'][0]:+.2f}, {d[s]['ci95'][1]:+.2f}]" for s in ("dev", "test")]
     assert row == [pair["a"], pair["b"], ", ".join(map(str, pair["seeds"])), *cells]
     per_seed = find(t, "Paired by seed, each seed", keys=3)[1:]
-    assert per_seed == [["base", "lr02", str(p["seed"]), f"{p['dev']:+.2f}", f"{p['test']:+.2f}"]
-                        for p in pair["per_seed"]]  # fmt: skip
+    assert per_seed == [
+        ["base", "lr02", str(p["seed"]), f"{p['dev']:+.2f}", f"{p['test']:+.2f}"] for p in pair["per_seed"]
+    ]
     lr02 = {r["seed"]: r["f1"] for r in data["groups"][1]["runs"]}
     base = {r["seed"]: r["f1"] for r in data["groups"][0]["runs"]}
     assert [p["dev"] for p in pair["per_seed"]] == [lr02[s]["dev"] - base[s]["dev"] for s in (2, 3)]
@@ -199,10 +235,20 @@ def test_the_page_holds_the_same_parts_and_no_table_scrolls_in_chromium(wide, ca
     )
     (tmp_path / "probe.html").write_text(probe, encoding="utf-8")
     result = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-         "--window-size=1200,900", "--dump-dom", (tmp_path / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,900",
+            "--dump-dom",
+            (tmp_path / "probe.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     found = re.search(r'data-widths="([^"]*)"', result.stdout)
     assert found is not None, result.stdout[-2000:]

@@ -87,10 +87,20 @@ def parse(page: str) -> PageParser:
 def export(tmp_path_factory) -> Path:
     """The export of a short tiny training run (the shipped tiny biLM)."""
     run = tmp_path_factory.mktemp("html") / "run"
-    code = main(["train", "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-                 f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}", "trainer.max_epochs=8",
-                 f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}", "elmo.cache_dir=null",
-                 "trainer.threads=1"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={run}",
+            f"data.dir={TINY}",
+            f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
+            "trainer.max_epochs=8",
+            f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}",
+            "elmo.cache_dir=null",
+            "trainer.threads=1",
+        ]
+    )
     assert code == 0
     return run / "export"
 
@@ -175,10 +185,18 @@ def _chromium() -> str:
 
 def _run_chromium(tmp_path: Path, *args: str) -> str:
     result = subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-         *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 

@@ -61,11 +61,14 @@ def brute_force(gold: list, predicted: list) -> list[Outcome]:
 def test_hand_built_spans_get_the_documented_outcomes() -> None:
     # spans are (type, start, end_exclusive), text.tags' convention
     gold = [("PER", 0, 2), ("LOC", 3, 4), ("ORG", 5, 8), ("MISC", 9, 10), ("LOC", 11, 13), ("PER", 14, 15)]
-    predicted = [("PER", 0, 2),  # correct
-                 ("ORG", 3, 4),  # wrong type: same boundaries
-                 ("ORG", 5, 6), ("LOC", 6, 8),  # two inside ORG: the larger (tokens 6-7) is its partner
-                 ("LOC", 12, 15),  # overlaps LOC 11-12 (1 token) and PER 14 (1 token): wrong boundary both
-                 ("LOC", 16, 18)]  # fmt: skip  # spurious; MISC 9 is missed
+    predicted = [
+        ("PER", 0, 2),  # correct
+        ("ORG", 3, 4),  # wrong type: same boundaries
+        ("ORG", 5, 6),
+        ("LOC", 6, 8),  # two inside ORG: the larger (tokens 6-7) is its partner
+        ("LOC", 12, 15),  # overlaps LOC 11-12 (1 token) and PER 14 (1 token): wrong boundary both
+        ("LOC", 16, 18),
+    ]  # spurious; MISC 9 is missed
     expected = [
         Outcome("correct", ("PER", 0, 2), ("PER", 0, 2)),
         Outcome("wrong_type", ("LOC", 3, 4), ("ORG", 3, 4)),
@@ -106,8 +109,9 @@ def test_breakdown_matches_brute_force_and_seqeval_on_random_tags() -> None:
         assert sum(counts[c] for c in ("correct", "wrong_type", "wrong_boundary", "missed")) == support
         assert counts["correct"] == round(report[kind]["recall"] * support)
     labels, rows = result.matrix()
-    assert sum(map(sum, rows)) == sum(result.totals()[c] for c in ("correct", "wrong_type", "wrong_boundary",
-                                                                   "missed", "spurious"))  # fmt: skip
+    assert sum(map(sum, rows)) == sum(
+        result.totals()[c] for c in ("correct", "wrong_type", "wrong_boundary", "missed", "spurious")
+    )
     assert rows[-1][-1] == 0 and labels[-1] == "none"
 
 
@@ -236,8 +240,11 @@ def test_a_repeated_sentence_is_shown_once_with_its_count(tiny_run: Path, tmp_pa
     shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("report.html"))
     path = run / "predictions_test.conll"
     blocks = path.read_text().strip().split("\n\n")
-    first = next(i for i, b in enumerate(blocks) if any(line.split(" ")[1] != line.split(" ")[2]
-                                                         for line in b.splitlines()))  # fmt: skip
+    first = next(
+        i
+        for i, b in enumerate(blocks)
+        if any(line.split(" ")[1] != line.split(" ")[2] for line in b.splitlines())
+    )
     path.write_text("\n\n".join([*blocks, *[blocks[first]] * 9]) + "\n")  # 9 more times at the end of test
     assert main(["report", str(run)]) == 0
     html = (run / "report.html").read_text()
@@ -249,8 +256,15 @@ def test_a_repeated_sentence_is_shown_once_with_its_count(tiny_run: Path, tmp_pa
 
 
 def test_run_without_elmo_says_so(tmp_path: Path) -> None:
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
-            "elmo.enabled=false", "trainer.max_epochs=2", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"data.dir={TINY}",
+        "elmo.enabled=false",
+        "trainer.max_epochs=2",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 0
     page = parse(tmp_path / "run" / "report.html")
     assert "This run has no ELMo" in "".join(page.text["elmo"])
@@ -330,8 +344,12 @@ def test_run_metrics_write_what_train_py_wrote(tmp_path: Path) -> None:
         [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG"]], [["B-PER", "I-PER", "O", "O"], ["B-ORG"]]
     )
     mix = {"softmax_w": [0.25, 0.75], "gamma": 1.5}
-    legacy = {"dev": dict(scores, sentences_per_s=12.5), "test": dict(scores, sentences_per_s=3.0),
-              "elmo_mix": [mix], "bilm_fingerprint": "ab" * 32}  # fmt: skip
+    legacy = {
+        "dev": dict(scores, sentences_per_s=12.5),
+        "test": dict(scores, sentences_per_s=3.0),
+        "elmo_mix": [mix],
+        "bilm_fingerprint": "ab" * 32,
+    }
     metrics = RunMetrics(SplitScores.of(scores, 12.5), SplitScores.of(scores, 3.0), (Mix.of(mix),), "ab" * 32)
     assert metrics.write(tmp_path / "metrics.json").read_text() == json.dumps(legacy, indent=2) + "\n"
     assert RunMetrics.read(tmp_path / "metrics.json") == metrics
@@ -371,11 +389,15 @@ def edit_metrics(run: Path, key: str, value: object) -> None:
         ("dev.per_type.LOC.support", 1.5, "dev.per_type.LOC.support: expected a count (a whole number >= 0)"),
         ("dev.per_type", [], "metrics.json: dev.per_type: expected a mapping, found list"),
         ("test.sentences_per_s", -1, "metrics.json: test.sentences_per_s: expected a number >= 0, found -1"),
-        ("elmo_mix.0.softmax_w", [0.5, 1e9], "metrics.json: elmo_mix[0].softmax_w: expected a number from 0 to 1"),
+        (
+            "elmo_mix.0.softmax_w",
+            [0.5, 1e9],
+            "metrics.json: elmo_mix[0].softmax_w: expected a number from 0 to 1",
+        ),
         ("elmo_mix.0.gamma", "1", "metrics.json: elmo_mix[0].gamma: expected a number, found '1'"),
         ("bilm_fingerprint", 7, "metrics.json: bilm_fingerprint: expected 64 hex digits (a sha256), found 7"),
     ],
-)  # fmt: skip
+)
 def test_malformed_metrics_value_is_one_line_naming_file_and_key(
     tiny_run: Path, tmp_path: Path, capsys, key: str, value: object, message: str
 ) -> None:
@@ -393,14 +415,23 @@ def test_malformed_metrics_value_is_one_line_naming_file_and_key(
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda b: b.replace(b"\n0,", b"\n,", 1), "metrics.csv:2: epoch: expected a whole number >= 0, found nothing"),
-        (lambda b: b.replace(b"\n0,", b"\ninf,", 1), "metrics.csv:2: epoch: expected a finite number, found 'inf'"),
-        (lambda b: b.replace(b"\n0,", b"\n0.5,", 1), "metrics.csv:2: epoch: expected a whole number >= 0, found '0.5'"),
+        (
+            lambda b: b.replace(b"\n0,", b"\n,", 1),
+            "metrics.csv:2: epoch: expected a whole number >= 0, found nothing",
+        ),
+        (
+            lambda b: b.replace(b"\n0,", b"\ninf,", 1),
+            "metrics.csv:2: epoch: expected a finite number, found 'inf'",
+        ),
+        (
+            lambda b: b.replace(b"\n0,", b"\n0.5,", 1),
+            "metrics.csv:2: epoch: expected a whole number >= 0, found '0.5'",
+        ),
         (lambda b: b.replace(b"\n0,0,", b"\n0,x,", 1), "metrics.csv:2: step: expected a number, found 'x'"),
         (lambda b: b.replace(b"\n0,", b"\n0\xff,", 1), "metrics.csv:2: expected UTF-8 text, found byte 0xff"),
         (lambda b: b.rstrip(b"\r\n") + b",1\r\n", "expected 11 fields, found more"),  # with train_token_loss
     ],
-)  # fmt: skip
+)
 def test_malformed_log_is_one_line_naming_file_and_line(
     tiny_run: Path, tmp_path: Path, capsys, edit, message
 ) -> None:
@@ -431,9 +462,17 @@ def test_headless_chromium_renders_the_report(tiny_run: Path, tmp_path: Path) ->
     if browser is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)")
     shot = tmp_path / "shot.png"
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2000", f"--screenshot={shot}",
-               (tiny_run / "report.html").as_uri()]  # fmt: skip
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1200,2000",
+        f"--screenshot={shot}",
+        (tiny_run / "report.html").as_uri(),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
     assert shot.read_bytes().startswith(PNG)

@@ -23,9 +23,16 @@ def test_every_epoch_has_its_dev_point(tmp_path: Path, epochs: int) -> None:
     logging interval larger than the data (50 steps, 3 batches an epoch) follows the data size: every epoch
     logs its steps and Lightning does not warn."""
     run = tmp_path / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-            "elmo.enabled=false", f"trainer.max_epochs={epochs}", "trainer.log_every_n_steps=50",
-            "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={TINY}",
+        "elmo.enabled=false",
+        f"trainer.max_epochs={epochs}",
+        "trainer.log_every_n_steps=50",
+        "trainer.threads=1",
+    ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert train.main(args) == 0
@@ -90,8 +97,15 @@ def test_report_and_predictions_page_share_one_palette(tiny_run: Path, tmp_path:
         text = (TINY / f"{name}.txt").read_text().replace("-PER", "-ANIMAL").replace("-ORG", "-FOOD")
         (data / f"{name}.txt").write_text(text.replace("I-MISC", "I-BEE" if name == "train" else "O"))
     run = tmp_path / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={data}",
-            "elmo.enabled=false", "trainer.max_epochs=4", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={data}",
+        "elmo.enabled=false",
+        "trainer.max_epochs=4",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 0
     for split in ("dev", "test"):  # and no BEE predicted on dev or test either
         path = run / f"predictions_{split}.conll"

@@ -33,9 +33,17 @@ def browser() -> str:
 
 
 def chromium(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               "--force-device-scale-factor=1", f"--user-data-dir={tmp_path / 'profile'}", *args,
-               page.as_uri()]  # fmt: skip
+    command = [
+        browser(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        *args,
+        page.as_uri(),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result
@@ -75,8 +83,15 @@ def locate(shot: np.ndarray, image: np.ndarray, colour: tuple[int, int, int]) ->
 
 
 def train_run(run: Path, *overrides: str) -> None:
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-            "elmo.enabled=false", "trainer.threads=1", *overrides]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={TINY}",
+        "elmo.enabled=false",
+        "trainer.threads=1",
+        *overrides,
+    ]
     assert train.main(args) == 0
 
 

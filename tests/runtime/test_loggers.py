@@ -39,8 +39,20 @@ def test_pretraining_logs_to_tensorboard_too(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     corpus = write_grammar(tmp_path / "train.txt", 60, seed=0)
     overrides = [*tiny_overrides(tmp_path, corpus, [corpus], steps=6), "train.logger=tensorboard"]
-    assert main(["pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"), "--threads", "1",
-                 *overrides, "train.val_every_n_steps=3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pretrain-bilm",
+                "--config",
+                str(ROOT / "configs" / "bilm_tiny.yaml"),
+                "--threads",
+                "1",
+                *overrides,
+                "train.val_every_n_steps=3",
+            ]
+        )
+        == 0
+    )
     assert "val_ppl" in scalar_tags(tmp_path / "run" / "logs" / "tensorboard")
     assert (tmp_path / "run" / "logs" / "metrics.csv").is_file()
 

@@ -54,10 +54,16 @@ def test_track_yields_every_item(capsys) -> None:
 
 def test_training_log_has_a_line_per_tenth_of_an_epoch(tmp_path: Path) -> None:
     out, err = run_cli(
-        tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
-        f"elmo.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=3", "trainer.enable_progress_bar=true",
+        tmp_path,
+        "train",
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"elmo.cache_dir={tmp_path / 'cache'}",
+        "trainer.max_epochs=3",
+        "trainer.enable_progress_bar=true",
         "trainer.threads=1",
-    )  # fmt: skip
+    )
     assert b"\r" not in out and b"\r" not in err
     text = err.decode()
     epochs = re.findall(r"^epoch (\d+)/3 step \d+: .*train_loss .*val_f1 ", text, re.M)
@@ -75,10 +81,17 @@ def test_training_log_has_a_line_per_tenth_of_an_epoch(tmp_path: Path) -> None:
     # ... and so does the "Checkpoint directory ... exists and is not empty" of every --resume
     assert_console(out.decode(), text, tmp_path / "run")
     out, err = run_cli(
-        tmp_path, "train", "--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}",
-        f"elmo.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=4", "trainer.enable_progress_bar=true",
-        "trainer.threads=1", "--resume",
-    )  # fmt: skip
+        tmp_path,
+        "train",
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"elmo.cache_dir={tmp_path / 'cache'}",
+        "trainer.max_epochs=4",
+        "trainer.enable_progress_bar=true",
+        "trainer.threads=1",
+        "--resume",
+    )
     assert re.findall(r"^epoch (\d+)/4 step ", err.decode(), re.M) == ["4"]
     assert "is not empty" not in err.decode(), err.decode()
     assert_console(out.decode(), err.decode(), tmp_path / "run")
@@ -110,11 +123,22 @@ def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(" ".join(words[i:] + words[:i]) + "\n" for i in range(len(words))) * 20)
     out, err = run_cli(
-        tmp_path, "pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"),
-        f"output_dir={tmp_path / 'run'}", f"data.train={corpus}", f"data.heldout=[{corpus}]",
-        "data.max_train_tokens=null", "data.vocab_size=20", "train.max_steps=20", "train.batch_size=4",
-        "train.n_negative_samples=4", "train.enable_progress_bar=true", "--threads", "1",
-    )  # fmt: skip
+        tmp_path,
+        "pretrain-bilm",
+        "--config",
+        str(ROOT / "configs" / "bilm_tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"data.train={corpus}",
+        f"data.heldout=[{corpus}]",
+        "data.max_train_tokens=null",
+        "data.vocab_size=20",
+        "train.max_steps=20",
+        "train.batch_size=4",
+        "train.n_negative_samples=4",
+        "train.enable_progress_bar=true",
+        "--threads",
+        "1",
+    )
     assert b"\r" not in out and b"\r" not in err
     steps = re.findall(r"^step (\d+)/20 \((\d+)%\): .*train_loss ", err.decode(), re.M)
     assert steps == [(str(2 * k), str(10 * k)) for k in range(1, 11)]

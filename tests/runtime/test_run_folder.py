@@ -37,8 +37,13 @@ def test_a_checkpoint_cut_short_by_a_full_disk_leaves_nothing(tmp_path: Path, mo
 def test_what_a_killed_run_left_is_swept_and_nothing_else(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
-    stale = [run / ".export.k2j.tmp", run / ".report.html.x1.tmp", run / "checkpoints" / ".last.ckpt.ab.tmp",
-             run / "checkpoints" / "last.ckpt.tmp", run / ".export.old-4242"]  # fmt: skip
+    stale = [
+        run / ".export.k2j.tmp",
+        run / ".report.html.x1.tmp",
+        run / "checkpoints" / ".last.ckpt.ab.tmp",
+        run / "checkpoints" / "last.ckpt.tmp",
+        run / ".export.old-4242",
+    ]
     for path in stale:
         path.mkdir() if "export" in path.name else path.write_bytes(b"x")
     kept = [run / "notes.tmp", run / "checkpoints" / "last.ckpt", run / ".hidden-notes"]
@@ -54,8 +59,16 @@ def test_a_fresh_run_starts_in_a_folder_holding_only_a_killed_runs_leftovers(tmp
     (run / ".export.abc.tmp").mkdir()  # kill -9 during the end-of-run export of a run with no checkpoint yet
     with claimed_run_folder(run, resume=False):
         assert not (run / ".export.abc.tmp").exists()
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", "elmo.cache_dir=null",
-            f"data.dir={ROOT / 'tests/data/tiny_conll'}", f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
-            f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}", "trainer.max_epochs=1", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        "elmo.cache_dir=null",
+        f"data.dir={ROOT / 'tests/data/tiny_conll'}",
+        f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
+        f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}",
+        "trainer.max_epochs=1",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 0
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.endswith(".tmp")]

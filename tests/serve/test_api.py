@@ -27,8 +27,16 @@ TEXTS = ["Alice Smith flew to Paris.", "", "Acme Corp hired Bob Jones in Berlin.
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("api")
     options, weights = save_bilm(random_bilm(), tmp / "bilm")
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-                       f"elmo.options={options}", f"elmo.weights={weights}"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+        ]
+    )
     assert code == 0
     return tmp / "run" / "export"
 
@@ -66,8 +74,20 @@ def test_load_bilm_embeds_what_the_command_writes(tmp_path: Path) -> None:
     save_bilm(random_bilm(), folder)
     source = tmp_path / "in.txt"
     source.write_text("Alice flew to Paris.\n\nBob's U.S. trip\n", encoding="utf-8")
-    code = main(["embed", "--options", str(folder / "options.json"), "--weights", str(folder / "weights.hdf5"),
-                 "--input", str(source), "--output", str(tmp_path / "out.hdf5"), "--tokenize"])  # fmt: skip
+    code = main(
+        [
+            "embed",
+            "--options",
+            str(folder / "options.json"),
+            "--weights",
+            str(folder / "weights.hdf5"),
+            "--input",
+            str(source),
+            "--output",
+            str(tmp_path / "out.hdf5"),
+            "--tokenize",
+        ]
+    )
     assert code == 0
     found = ner_app.load_bilm(folder).embed(source.read_text(encoding="utf-8").splitlines())
     with h5py.File(tmp_path / "out.hdf5", "r") as f:

@@ -26,10 +26,17 @@ OPTIONS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.options.name}"
 WEIGHTS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.weights.name}"
 # The published small ELMo's shape (allennlp.org/elmo: 1024/128, 1 highway layer, 13.6M parameters).
 SMALL_OPTIONS = BilmOptions(
-    char_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), n_highway=1,
-    activation="relu", lstm_dim=1024, projection_dim=128, n_layers=2, cell_clip=3.0, proj_clip=3.0,
+    char_dim=16,
+    filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
+    n_highway=1,
+    activation="relu",
+    lstm_dim=1024,
+    projection_dim=128,
+    n_layers=2,
+    cell_clip=3.0,
+    proj_clip=3.0,
     use_skip_connections=True,
-)  # fmt: skip
+)
 
 
 class Site:
@@ -149,8 +156,12 @@ def test_corrupted_weights_are_refused_and_removed(site, tmp_path: Path, capsys)
     served.files[WEIGHTS_URL_PATH] = good[:middle] + bytes([good[middle] ^ 0xFF]) + good[middle + 1 :]
     code, out, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
     assert code == 2 and out == ""
-    assert re.search(r"^error: http://\S+_weights\.hdf5: the download does not match: MD5 [0-9a-f]{32}, expected "
-                     r"[0-9a-f]{32} from the server's ETag; removed it", err, re.M)  # fmt: skip
+    assert re.search(
+        r"^error: http://\S+_weights\.hdf5: the download does not match: MD5 [0-9a-f]{32}, expected "
+        r"[0-9a-f]{32} from the server's ETag; removed it",
+        err,
+        re.M,
+    )
     assert not (tmp_path / SMALL.weights.name).exists() and not list(tmp_path.glob("*.part"))
 
 

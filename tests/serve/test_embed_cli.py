@@ -43,10 +43,23 @@ def test_embed_bad_input_is_one_clear_line(tmp_path, tiny_bilm_files):
     options, weights = tiny_bilm_files
     (tmp_path / "in.txt").write_bytes(b"fine line\nbad \xff byte\n")
     result = subprocess.run(
-        [sys.executable, "-m", "ner_app", "embed", "--options", str(options), "--weights", str(weights),
-         "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "embed",
+            "--options",
+            str(options),
+            "--weights",
+            str(weights),
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(tmp_path / "o.hdf5"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (  # the line reader of predict, too (text/lines.py)
         f"error: {tmp_path / 'in.txt'}:2: byte 5 (0xff) is not UTF-8; convert the input to UTF-8 "
@@ -116,8 +129,15 @@ def test_embed_under_a_budget_equals_no_budget(tmp_path, tiny_bilm_files, extra)
 @pytest.mark.parametrize("bad", ["0", "-3", "1.5", "many"])
 def test_embed_bad_max_tokens_is_one_clear_line(tmp_path, tiny_bilm_files, capsys, bad):
     with pytest.raises(SystemExit) as exit_:
-        main([*embed_args(tiny_bilm_files, tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5"),
-              "--max-tokens", bad])  # fmt: skip
+        main(
+            [
+                *embed_args(tiny_bilm_files, tmp_path / "in.txt"),
+                "--output",
+                str(tmp_path / "o.hdf5"),
+                "--max-tokens",
+                bad,
+            ]
+        )
     assert exit_.value.code == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(err) == 1 and "argument --max-tokens: expected an integer >= 1" in err[0], err

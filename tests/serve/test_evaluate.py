@@ -106,16 +106,34 @@ def test_entity_scores_count_like_conlleval_on_random_tags() -> None:
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny run stopped after 6 epochs: a tagger that still makes mistakes on dev (F1 66.67)."""
     out = tmp_path_factory.mktemp("evaluate") / "run"
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={out}", f"data.dir={TINY}",
-                       "elmo.enabled=false", "trainer.max_epochs=6"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={out}",
+            f"data.dir={TINY}",
+            "elmo.enabled=false",
+            "trainer.max_epochs=6",
+        ]
+    )
     assert code == 0
     return out
 
 
 def test_evaluate_json_is_conlleval_and_the_runs_metrics(run: Path, tmp_path: Path, capsys) -> None:
     predictions = tmp_path / "dev.conll"
-    code = main(["evaluate", "--model", str(run / "export"), "--input", str(TINY / "valid.txt"), "--json",
-                 "--predictions", str(predictions)])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            str(run / "export"),
+            "--input",
+            str(TINY / "valid.txt"),
+            "--json",
+            "--predictions",
+            str(predictions),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     result = json.loads(out)

@@ -30,10 +30,17 @@ def trained(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("trained")
     options, weights = save_bilm(random_bilm(), tmp / "bilm")
-    code = train.main([
-        "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-        f"elmo.options={options}", f"elmo.weights={weights}", f"elmo.cache_dir={tmp / 'cache'}",
-    ])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            f"elmo.cache_dir={tmp / 'cache'}",
+        ]
+    )
     assert code == 0
     return tmp / "run"
 
@@ -129,8 +136,11 @@ TEXTS = [
 def run_predict(export: Path, text: str, *extra: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-m", "ner_app", "predict", "--model", str(export), "--input", "-", *extra],
-        input=text, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout.splitlines()
 
 

@@ -143,8 +143,19 @@ LINES = ["The EU rejects German call .", "Peter Blackburn", "", "Zürich 😀 a 
 
 def embed(tmp_path, *extra):
     (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    args = ["embed", "--options", str(TINY / "options.json"), "--weights", str(TINY / "weights.hdf5"),
-            "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.hdf5"), "--batch-size", "3"]  # fmt: skip
+    args = [
+        "embed",
+        "--options",
+        str(TINY / "options.json"),
+        "--weights",
+        str(TINY / "weights.hdf5"),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "out.hdf5"),
+        "--batch-size",
+        "3",
+    ]
     return main([*args, *extra])
 
 
@@ -197,12 +208,18 @@ def test_embed_outputs_subset_and_document_context(tmp_path, bilm):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--outputs", "elmo,lstm_outputs3"], "expected 'all' or a comma-separated subset of word_emb,"
-         "lstm_outputs1,lstm_outputs2,elmo,default (unknown: lstm_outputs3)"),
-        (["--outputs", "all", "--scalar-mix", "1,2"], "expected 3 finite numbers (one per biLM layer), found 2"),
+        (
+            ["--outputs", "elmo,lstm_outputs3"],
+            "expected 'all' or a comma-separated subset of word_emb,"
+            "lstm_outputs1,lstm_outputs2,elmo,default (unknown: lstm_outputs3)",
+        ),
+        (
+            ["--outputs", "all", "--scalar-mix", "1,2"],
+            "expected 3 finite numbers (one per biLM layer), found 2",
+        ),
         (["--gamma", "2"], "--scalar-mix and --gamma go with --outputs (the default layout has no mix)"),
     ],
-)  # fmt: skip
+)
 def test_embed_outputs_bad_arguments_are_one_line(tmp_path, capsys, extra, message):
     assert embed(tmp_path, *extra) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -59,8 +59,12 @@ def test_run_calls_the_hooks_the_server_overrides():
     ``_start_server``, starts LitServe's watch only when ``_monitor_workers`` is set, then waits on
     ``_shutdown_event``."""
     run = inspect.getsource(litserve.LitServer.run)
-    order = ["self.verify_worker_status()", "self._start_server(", "if self._monitor_workers:",
-             "self._shutdown_event.wait()"]  # fmt: skip
+    order = [
+        "self.verify_worker_status()",
+        "self._start_server(",
+        "if self._monitor_workers:",
+        "self._shutdown_event.wait()",
+    ]
     places = [run.find(part) for part in order]
     assert -1 not in places and places == sorted(places), dict(zip(order, places, strict=True))
     assert "return dict(enumerate(workers))" in inspect.getsource(litserve.LitServer._start_server)

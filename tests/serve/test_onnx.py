@@ -46,9 +46,19 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     words = ["alice", "paris", "berlin", "bob", "zebra", "quantum", "the", "madrid", "acme"]
     glove = "".join(f"{w} {' '.join(f'{v:.4f}' for v in rng.normal(size=8))}\n" for w in words)
     (tmp / "glove.txt").write_text(glove, encoding="utf-8")
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-                       f"elmo.options={options}", f"elmo.weights={weights}", f"model.glove={tmp / 'glove.txt'}",
-                       "trainer.max_epochs=12", "trainer.threads=1"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            f"model.glove={tmp / 'glove.txt'}",
+            "trainer.max_epochs=12",
+            "trainer.threads=1",
+        ]
+    )
     assert code == 0
     export_onnx_from(tmp / "run/export", tmp / "onnx")  # the command's own path: test_export_again_...
     return tmp
@@ -71,8 +81,11 @@ def emission_gap(
 
 def test_onnx_tags_as_predict_does(trained: Path) -> None:
     assert sorted(p.name for p in (trained / "onnx").iterdir()) == [
-        "bilm.onnx", "crf.npz", "onnx.json", "tagger.onnx",
-    ]  # fmt: skip
+        "bilm.onnx",
+        "crf.npz",
+        "onnx.json",
+        "tagger.onnx",
+    ]
     onnx = OnnxPredictor(trained / "onnx", batch_size=4)
     reference = Predictor.from_export(trained / "run/export", batch_size=4)
     batch = sentences()
@@ -160,11 +173,19 @@ def test_the_modules_agree_on_shared_constants(trained: Path) -> None:
 
 def random_spec(elmo: ElmoRef | None, scheme: str = "BIOES") -> TaggerSpec:
     gold = read_conll(TINY / "train.txt")
-    sizes = TaggerSizes(word_dim=6, char_dim=4, char_filters=5, char_width=3, lstm_hidden=7, lstm_layers=2,
-                        dropout=0.5)  # fmt: skip
+    sizes = TaggerSizes(
+        word_dim=6, char_dim=4, char_filters=5, char_width=3, lstm_hidden=7, lstm_layers=2, dropout=0.5
+    )
     tags = [convert(s.tags, "IOB1", scheme) for s in gold]
-    return TaggerSpec.from_training_data(sizes, [s.tokens for s in gold], tags, scheme, "IOB1",
-                                         pretrained_words=["zebra", "quantum"], elmo=elmo)  # fmt: skip
+    return TaggerSpec.from_training_data(
+        sizes,
+        [s.tokens for s in gold],
+        tags,
+        scheme,
+        "IOB1",
+        pretrained_words=["zebra", "quantum"],
+        elmo=elmo,
+    )
 
 
 @pytest.mark.parametrize(
@@ -177,8 +198,14 @@ def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: s
     bilm = random_bilm(seed=1)
     elmo = None
     if mixes is not None:
-        elmo = ElmoRef("bilm/options.json", "bilm/weights.hdf5", bilm_fingerprint(bilm), dropout=0.5,
-                       do_layer_norm=mixes == "input", at_output=mixes == "output")  # fmt: skip
+        elmo = ElmoRef(
+            "bilm/options.json",
+            "bilm/weights.hdf5",
+            bilm_fingerprint(bilm),
+            dropout=0.5,
+            do_layer_norm=mixes == "input",
+            at_output=mixes == "output",
+        )
     spec = random_spec(elmo, scheme)
     torch.manual_seed(3)
     tagger = BiLstmCrfTagger.from_spec(spec, bilm)

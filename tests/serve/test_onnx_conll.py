@@ -29,10 +29,20 @@ def test_onnx_tags_every_conll_dev_sentence_as_predict_does(tmp_path: Path) -> N
     options, weights = save_bilm(random_bilm(), tmp_path / "bilm")
     # A tiny tagger (trained on the tiny corpus) whose vocabulary holds GloVe's 400,000 words as frozen rows:
     # most dev words are known, the rest map to <unk>.
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}",
-                       f"data.dir={TINY}", f"elmo.options={options}", f"elmo.weights={weights}",
-                       "model.glove=package", "model.word_dim=50", "trainer.max_epochs=12",
-                       "trainer.threads=1"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            "model.glove=package",
+            "model.word_dim=50",
+            "trainer.max_epochs=12",
+            "trainer.threads=1",
+        ]
+    )
     assert code == 0
     export = tmp_path / "run" / "export"
     export_onnx_from(export, tmp_path / "onnx")  # what export --onnx runs

@@ -19,8 +19,9 @@ from ner_app.train.corpus import load_corpus
 from tests.helpers import random_bilm
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_conll"
-SIZES = TaggerSizes(word_dim=4, char_dim=3, char_filters=5, char_width=3, lstm_hidden=4, lstm_layers=1,
-                    dropout=0.0)  # fmt: skip
+SIZES = TaggerSizes(
+    word_dim=4, char_dim=3, char_filters=5, char_width=3, lstm_hidden=4, lstm_layers=1, dropout=0.0
+)
 
 
 def tagger_and_spec(context: str | None) -> tuple[BiLstmCrfTagger, TaggerSpec]:
@@ -30,8 +31,15 @@ def tagger_and_spec(context: str | None) -> tuple[BiLstmCrfTagger, TaggerSpec]:
     bilm = random_bilm() if context else None
     ref = None
     if bilm is not None and context is not None:
-        ref = ElmoRef("options.json", "weights.hdf5", bilm_fingerprint(bilm), 0.0, False, context=context,
-                      max_stream_positions=80)  # fmt: skip
+        ref = ElmoRef(
+            "options.json",
+            "weights.hdf5",
+            bilm_fingerprint(bilm),
+            0.0,
+            False,
+            context=context,
+            max_stream_positions=80,
+        )
     spec = TaggerSpec.from_training_data(
         SIZES, train.tokens, train.tags, corpus.scheme, corpus.source_scheme, elmo=ref
     )

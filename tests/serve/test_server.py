@@ -33,8 +33,13 @@ pytest.importorskip("litserve", reason="serve needs LitServe (pip install -e '.[
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
-RAW = ["Alice Smith flew to Paris.", "", "Acme Corp hired Bob Jones in Berlin. Then Alice left!",
-       "Zürich and São Paulo 東京 😀 Mr. O'Neill didn't go.", "Bob " * 400]  # fmt: skip
+RAW = [
+    "Alice Smith flew to Paris.",
+    "",
+    "Acme Corp hired Bob Jones in Berlin. Then Alice left!",
+    "Zürich and São Paulo 東京 😀 Mr. O'Neill didn't go.",
+    "Bob " * 400,
+]
 JSON = {"Content-Type": "application/json"}
 
 
@@ -42,8 +47,17 @@ JSON = {"Content-Type": "application/json"}
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("serve")
     options, weights = save_bilm(random_bilm(), tmp / "bilm")
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-                       f"elmo.options={options}", f"elmo.weights={weights}", "trainer.threads=1"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            "trainer.threads=1",
+        ]
+    )
     assert code == 0
     return tmp / "run" / "export"
 
@@ -85,8 +99,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def call(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-         timeout: float = 300) -> tuple[int, bytes]:  # fmt: skip
+def call(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict | None = None,
+    timeout: float = 300,
+) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -105,11 +125,28 @@ def ask(port: int, texts: list[str]) -> tuple[int, dict]:
 def running(export: Path, log: Path, *extra: str) -> Iterator[tuple[subprocess.Popen, int]]:
     """``python -m ner_app serve`` on a free port, ready (``/health`` 200); stopped (its group killed) after."""
     port = free_port()
-    command = [sys.executable, "-m", "ner_app", "serve", "--model", str(export), "--port", str(port),
-               "--threads", "1", *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ner_app",
+        "serve",
+        "--model",
+        str(export),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+        *extra,
+    ]
     with open(log, "wb") as err:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -165,8 +202,13 @@ def test_health_answers(server: int) -> None:
 def test_the_documented_curl_commands(server: int, expected: dict) -> None:
     """docs/serving.md's two curl lines, on the test server's port: curl -d sends a form content type."""
     body = json.dumps({"texts": [RAW[0], RAW[2]]}, ensure_ascii=False)
-    done = subprocess.run(["curl", "-s", f"127.0.0.1:{server}/predict", "-d", body], capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["curl", "-s", f"127.0.0.1:{server}/predict", "-d", body],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert json.loads(done.stdout) == {"results": [expected[RAW[0]], expected[RAW[2]]]}
     health = subprocess.run(
         ["curl", "-s", f"127.0.0.1:{server}/health"], capture_output=True, text=True, timeout=60
@@ -182,24 +224,62 @@ def _chunks(size: int) -> Iterator[bytes]:
 HOSTILE = [  # name, method, path, body, headers, status, part of the message
     ("not JSON", "POST", "/predict", b'{"texts": [', JSON, 400, "not JSON"),
     ("empty body", "POST", "/predict", b"", JSON, 400, "not JSON"),
-    ("invalid UTF-8", "POST", "/predict", b'{"texts": ["Ber\xfflin"]}', JSON, 400, "byte 16 (0xff) is not UTF-8"),
+    (
+        "invalid UTF-8",
+        "POST",
+        "/predict",
+        b'{"texts": ["Ber\xfflin"]}',
+        JSON,
+        400,
+        "byte 16 (0xff) is not UTF-8",
+    ),
     ("texts not a list", "POST", "/predict", b'{"texts": "Alice"}', JSON, 400, '"texts" is a string'),
     ("a text not a string", "POST", "/predict", b'{"texts": ["ok", 3]}', JSON, 400, '"texts"[1] is a number'),
     ("array body", "POST", "/predict", b'["Alice"]', JSON, 400, "body is an array"),
     ("unknown key", "POST", "/predict", b'{"text": ["Alice"]}', JSON, 400, 'unknown key "text"'),
     ("no texts", "POST", "/predict", b"{}", JSON, 400, 'no "texts"'),
-    ("lone surrogate", "POST", "/predict", b'{"texts": ["a\\ud800"]}', JSON, 400, "character 2 is a lone surrogate"),
+    (
+        "lone surrogate",
+        "POST",
+        "/predict",
+        b'{"texts": ["a\\ud800"]}',
+        JSON,
+        400,
+        "character 2 is a lone surrogate",
+    ),
     ("deep nesting", "POST", "/predict", b"[" * 100_000, JSON, 400, "nested too deep"),
-    ("huge integer", "POST", "/predict", b'{"texts": [' + b"7" * 5000 + b"]}", JSON, 400, "body is not a request"),
-    ("too many texts", "POST", "/predict", json.dumps({"texts": ["a"] * (SERVE_MAX_TEXTS + 1)}).encode(), JSON,
-     413, f"at most {SERVE_MAX_TEXTS} in one request"),
-    ("too many characters", "POST", "/predict", json.dumps({"texts": ["a" * SERVE_MAX_CHARS, "b"]}).encode(), JSON,
-     413, f"at most {SERVE_MAX_CHARS:,}"),
+    (
+        "huge integer",
+        "POST",
+        "/predict",
+        b'{"texts": [' + b"7" * 5000 + b"]}",
+        JSON,
+        400,
+        "body is not a request",
+    ),
+    (
+        "too many texts",
+        "POST",
+        "/predict",
+        json.dumps({"texts": ["a"] * (SERVE_MAX_TEXTS + 1)}).encode(),
+        JSON,
+        413,
+        f"at most {SERVE_MAX_TEXTS} in one request",
+    ),
+    (
+        "too many characters",
+        "POST",
+        "/predict",
+        json.dumps({"texts": ["a" * SERVE_MAX_CHARS, "b"]}).encode(),
+        JSON,
+        413,
+        f"at most {SERVE_MAX_CHARS:,}",
+    ),
     ("body too large", "POST", "/predict", b" " * (SERVE_MAX_BODY_BYTES + 1), JSON, 413, "bytes; at most"),
     ("chunked body too large", "POST", "/predict", "chunks", JSON, 413, "body of more than"),
     ("GET /predict", "GET", "/predict", None, {}, 405, "Method Not Allowed"),
     ("unknown path", "POST", "/tag", b'{"texts": []}', JSON, 404, "Not Found"),
-]  # fmt: skip
+]
 
 
 def _hostile(port: int, method: str, path: str, body: bytes | str | None, headers: dict) -> tuple[int, bytes]:

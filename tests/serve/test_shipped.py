@@ -29,8 +29,14 @@ def test_the_shipped_model_is_small_and_documented() -> None:
 
 def test_predict_from_stdin_with_the_shipped_model() -> None:
     """The README's quick start, as a user types it: no --model, a new process."""
-    done = subprocess.run([sys.executable, "-m", "ner_app", "predict", "--input", "-"], input=SENTENCE,
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "predict", "--input", "-"],
+        input=SENTENCE,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [(e["text"], e["type"]) for e in result["entities"]] == [
@@ -42,8 +48,12 @@ def test_predict_from_stdin_with_the_shipped_model() -> None:
 
 def test_the_api_tags_what_a_reader_expects() -> None:
     tagger = ner_app.load_tagger()
-    found = tagger.predict(["Commission officials met in Geneva on Monday.",
-                            "Tim Cook presented the new phone at Apple headquarters in Cupertino."])  # fmt: skip
+    found = tagger.predict(
+        [
+            "Commission officials met in Geneva on Monday.",
+            "Tim Cook presented the new phone at Apple headquarters in Cupertino.",
+        ]
+    )
     assert [(e.text, e.type) for e in found[0]] == [("Commission", "ORG"), ("Geneva", "LOC")]
     assert [(e.text, e.type) for e in found[1]][0] == ("Tim Cook", "PER")
     assert ("Cupertino", "LOC") in [(e.text, e.type) for e in found[1]]

@@ -28,10 +28,17 @@ def test_bilm_on_cuda_matches_cpu() -> None:
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_tiny_training_on_gpu_in_bf16_mixed(tmp_path: Path, tiny_bilm_files, cache: bool) -> None:
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
-            f"elmo.options={tiny_bilm_files[0]}", f"elmo.weights={tiny_bilm_files[1]}",
-            f"elmo.cache_dir={tmp_path / 'cache' if cache else 'null'}", "trainer.accelerator=gpu",
-            "trainer.precision=bf16-mixed"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"data.dir={TINY}",
+        f"elmo.options={tiny_bilm_files[0]}",
+        f"elmo.weights={tiny_bilm_files[1]}",
+        f"elmo.cache_dir={tmp_path / 'cache' if cache else 'null'}",
+        "trainer.accelerator=gpu",
+        "trainer.precision=bf16-mixed",
+    ]
     assert train.main(args) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0

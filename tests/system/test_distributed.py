@@ -16,11 +16,20 @@ def test_two_cpu_processes_reach_f1_100_and_write_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
     # Lightning starts rank 1 by running this same command again: a real script, not pytest, must be argv.
     command = [
-        sys.executable, str(ROOT / "train.py"), "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}",
-        f"data.dir={TINY}", f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
-        f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}", f"elmo.cache_dir={tmp_path / 'cache'}",
-        "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "trainer.threads=1",
-    ]  # fmt: skip
+        sys.executable,
+        str(ROOT / "train.py"),
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={TINY}",
+        f"elmo.options={ROOT / 'tests/data/tiny_bilm/options.json'}",
+        f"elmo.weights={ROOT / 'tests/data/tiny_bilm/weights.hdf5'}",
+        f"elmo.cache_dir={tmp_path / 'cache'}",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        "trainer.threads=1",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -225,9 +225,24 @@ def test_no_tested_entry_is_stale() -> None:
 def test_every_tested_entry_names_a_collected_test() -> None:
     files = sorted({target.split("::")[0] for target in TESTED.values()})
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *files],
-        cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            *files,
+        ],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     collected = {line.strip() for line in result.stdout.splitlines() if "::" in line}
     unknown = [

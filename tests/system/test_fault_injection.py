@@ -88,10 +88,20 @@ def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
 
 
 def train_args(run_dir: Path, cache: Path | None, data: Path = TINY, epochs: int = 20) -> list[str]:
-    return ["train", "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run_dir}", f"data.dir={data}",
-            f"elmo.options={TINY_BILM / 'options.json'}", f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
-            f"elmo.cache_dir={cache or 'null'}", f"trainer.max_epochs={epochs}", "trainer.patience=100",
-            "trainer.threads=1", "model.dropout=0.3"]  # fmt: skip
+    return [
+        "train",
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run_dir}",
+        f"data.dir={data}",
+        f"elmo.options={TINY_BILM / 'options.json'}",
+        f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
+        f"elmo.cache_dir={cache or 'null'}",
+        f"trainer.max_epochs={epochs}",
+        "trainer.patience=100",
+        "trainer.threads=1",
+        "model.dropout=0.3",
+    ]
 
 
 @pytest.mark.parametrize(("writes", "cached"), [(2, False), (5, True)])
@@ -121,8 +131,15 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, job: str) -> Non
         corpus = write_grammar(tmp_path / "train.txt", 400, seed=0)
         heldout = write_grammar(tmp_path / "heldout.txt", 10, seed=1)
         run_dir = tmp_path / "bilm" / "run"
-        args = command("pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"), "--threads", "1",
-                       *tiny_overrides(tmp_path / "bilm", corpus, [heldout], steps=200), "train.val_every_n_steps=4")  # fmt: skip
+        args = command(
+            "pretrain-bilm",
+            "--config",
+            str(ROOT / "configs" / "bilm_tiny.yaml"),
+            "--threads",
+            "1",
+            *tiny_overrides(tmp_path / "bilm", corpus, [heldout], steps=200),
+            "train.val_every_n_steps=4",
+        )
     last = run_dir / "checkpoints" / "last.ckpt"
     count = checkpoint_writes(last)
     code, stderr = signal_when(args, lambda: count() >= 2, signal.SIGTERM)
@@ -155,8 +172,19 @@ def test_a_signal_stops_embed_without_leftovers(tmp_path: Path, signum: int, cod
     Ctrl-C printed a traceback."""
     source, out = tmp_path / "input.txt", tmp_path / "out" / "layers.hdf5"
     source.write_text("".join(f"w{i} x{i % 7} y z{i % 13} , and more words here .\n" for i in range(40000)))
-    args = command("embed", "--options", str(TINY_BILM / "options.json"), "--weights",
-                   str(TINY_BILM / "weights.hdf5"), "--input", str(source), "--output", str(out), "--threads", "1")  # fmt: skip
+    args = command(
+        "embed",
+        "--options",
+        str(TINY_BILM / "options.json"),
+        "--weights",
+        str(TINY_BILM / "weights.hdf5"),
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--threads",
+        "1",
+    )
     writing = lambda: out.parent.is_dir() and any(out.parent.iterdir())  # noqa: E731 (the temporary file exists)
     returned, stderr = signal_when(args, writing, signum)
     assert returned == code, stderr[-2000:]
@@ -172,8 +200,11 @@ def test_killed_pretraining_resumes_to_the_same_result(tmp_path: Path, writes: i
     config = ["pretrain-bilm", "--config", str(ROOT / "configs" / "bilm_tiny.yaml"), "--threads", "1"]
     results = []
     for name in ("whole", "killed"):
-        overrides = [*tiny_overrides(tmp_path / name, corpus, [heldout], steps=40), "model.dropout=0.2",
-                     "train.val_every_n_steps=4"]  # fmt: skip
+        overrides = [
+            *tiny_overrides(tmp_path / name, corpus, [heldout], steps=40),
+            "model.dropout=0.2",
+            "train.val_every_n_steps=4",
+        ]
         args = command(*config, *overrides)
         if name == "killed":
             last = tmp_path / name / "run" / "checkpoints" / "last.ckpt"

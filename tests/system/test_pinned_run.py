@@ -34,9 +34,17 @@ def weights_sha256(checkpoint: Path) -> str:
 def test_tiny_run_is_bit_identical_to_the_pinned_one(tmp_path: Path) -> None:
     out = tmp_path / "run"
     data = ROOT / "tests/data"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={out}", f"data.dir={data / 'tiny_conll'}",
-            f"elmo.options={data / 'tiny_bilm/options.json'}", f"elmo.weights={data / 'tiny_bilm/weights.hdf5'}",
-            "elmo.cache_dir=null", "trainer.max_epochs=5", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={out}",
+        f"data.dir={data / 'tiny_conll'}",
+        f"elmo.options={data / 'tiny_bilm/options.json'}",
+        f"elmo.weights={data / 'tiny_bilm/weights.hdf5'}",
+        "elmo.cache_dir=null",
+        "trainer.max_epochs=5",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 0
     with open(out / "logs/metrics.csv", newline="", encoding="utf-8") as f:
         losses = [row["train_loss"] for row in csv.DictReader(f) if row.get("train_loss")]
@@ -65,8 +73,12 @@ def test_tiny_pretraining_is_bit_identical_to_the_pinned_one(tmp_path: Path) -> 
 
     corpus = write_grammar(tmp_path / "train.txt", 300, seed=0)
     heldout = write_grammar(tmp_path / "heldout.txt", 40, seed=1)
-    overrides = [*tiny_overrides(tmp_path, corpus, [heldout], steps=30), "train.val_every_n_steps=10",
-                 "data.heldout_contexts=[sentence,document]", "model.dropout=0.1"]  # fmt: skip
+    overrides = [
+        *tiny_overrides(tmp_path, corpus, [heldout], steps=30),
+        "train.val_every_n_steps=10",
+        "data.heldout_contexts=[sentence,document]",
+        "model.dropout=0.1",
+    ]
     assert main(["pretrain-bilm", "--config", str(ROOT / "configs/bilm_tiny.yaml"), *overrides]) == 0
     run = tmp_path / "run"
     with open(run / "logs/metrics.csv", newline="", encoding="utf-8") as f:

@@ -82,13 +82,23 @@ def test_shard_batches_cover_once_with_equal_step_counts() -> None:
 # --------------------------------------------------------------------------------- 2 CPU processes
 def overrides(tmp_path: Path, run: str, batch_size: int, steps: int, dropout: float = 0.0) -> list[str]:
     return [
-        f"output_dir={tmp_path / run}", f"data.train={tmp_path / 'train.txt'}",
-        f"data.heldout=[{tmp_path / 'heldout.txt'}]", "data.vocab_size=50", "data.heldout_max_sentences=null",
-        "data.max_train_tokens=null", f"train.batch_size={batch_size}", "train.unroll_steps=10",
-        "train.n_negative_samples=8", "train.lr=0.02", f"train.max_steps={steps}",
-        f"train.val_every_n_steps={STEPS // 2}", "train.eval_batch_size=16", "train.threads=1",
-        "train.accelerator=cpu", f"model.dropout={dropout}",
-    ]  # fmt: skip
+        f"output_dir={tmp_path / run}",
+        f"data.train={tmp_path / 'train.txt'}",
+        f"data.heldout=[{tmp_path / 'heldout.txt'}]",
+        "data.vocab_size=50",
+        "data.heldout_max_sentences=null",
+        "data.max_train_tokens=null",
+        f"train.batch_size={batch_size}",
+        "train.unroll_steps=10",
+        "train.n_negative_samples=8",
+        "train.lr=0.02",
+        f"train.max_steps={steps}",
+        f"train.val_every_n_steps={STEPS // 2}",
+        "train.eval_batch_size=16",
+        "train.threads=1",
+        "train.accelerator=cpu",
+        f"model.dropout={dropout}",
+    ]
 
 
 def run_ddp(
@@ -97,10 +107,17 @@ def run_ddp(
     """``pretrain-bilm`` with 2 CPU processes of 4 streams each; Lightning starts rank 1 by running the same
     command again, so it must be a real command line, not pytest."""
     command = [
-        sys.executable, "-m", "ner_app", "pretrain-bilm", "--config", str(REPO / "configs/bilm_tiny.yaml"),
-        *(["--resume"] if resume else []), *overrides(tmp_path, run, 4, steps, dropout),
-        "train.devices=2", "train.strategy=ddp",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "ner_app",
+        "pretrain-bilm",
+        "--config",
+        str(REPO / "configs/bilm_tiny.yaml"),
+        *(["--resume"] if resume else []),
+        *overrides(tmp_path, run, 4, steps, dropout),
+        "train.devices=2",
+        "train.strategy=ddp",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

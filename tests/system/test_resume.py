@@ -25,9 +25,18 @@ TINY = ROOT / "tests" / "data" / "tiny_conll"
 
 def train_args(run: Path, cache: Path | None, bilm: tuple[Path, Path], *extra: str) -> list[str]:
     # The issue's settings: no dropout, patience beyond the run, one thread.
-    return ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"data.dir={TINY}",
-            f"elmo.cache_dir={cache if cache else 'null'}", f"elmo.options={bilm[0]}", f"elmo.weights={bilm[1]}",
-            "trainer.patience=40", "trainer.threads=1", *extra]  # fmt: skip
+    return [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={TINY}",
+        f"elmo.cache_dir={cache if cache else 'null'}",
+        f"elmo.options={bilm[0]}",
+        f"elmo.weights={bilm[1]}",
+        "trainer.patience=40",
+        "trainer.threads=1",
+        *extra,
+    ]
 
 
 def final_state(run: Path) -> dict[str, torch.Tensor]:
@@ -73,8 +82,12 @@ def test_plateau_schedule_resumes_exactly(tmp_path: Path, tiny_bilm_files) -> No
         == 0
     )
     assert_same_weights(final_state(whole), final_state(parts))
-    lrs = [torch.load(p / "checkpoints" / "last.ckpt", weights_only=True)["optimizer_states"][0]["param_groups"][0]["lr"]
-           for p in (whole, parts)]  # fmt: skip
+    lrs = [
+        torch.load(p / "checkpoints" / "last.ckpt", weights_only=True)["optimizer_states"][0]["param_groups"][
+            0
+        ]["lr"]
+        for p in (whole, parts)
+    ]
     assert lrs[0] == lrs[1] < 0.01  # the schedule did lower it
 
 
@@ -84,8 +97,14 @@ def test_linear_schedule_refuses_another_max_epochs(
     """A linear schedule decays to 0 at the last step of trainer.max_epochs: a --resume that changes it would
     continue another schedule, so it is refused (other runs may change max_epochs)."""
     run = tmp_path / "run"
-    base = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"elmo.cache_dir={tmp_path / 'c'}",
-            "trainer.threads=1", "optim.schedule=linear"]  # fmt: skip
+    base = [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={run}",
+        f"elmo.cache_dir={tmp_path / 'c'}",
+        "trainer.threads=1",
+        "optim.schedule=linear",
+    ]
     assert train.main([*base, "trainer.max_epochs=1"]) == 0
     capsys.readouterr()
     assert train.main([*base, "trainer.max_epochs=2", "--resume"]) == 2
@@ -111,8 +130,12 @@ def test_linear_schedule_resumes_exactly_after_sigterm(tmp_path: Path, tiny_bilm
     """A linear schedule is laid out over trainer.max_epochs, so its run is stopped for real (SIGTERM after
     its second epoch's checkpoint, in a child process) rather than by a shorter max_epochs; --resume then ends
     bit for bit as the uninterrupted run, with gradient accumulation on."""
-    keys = ("optim.schedule=linear", "optim.warmup_fraction=0.2", "trainer.accumulate_grad_batches=2",
-            "trainer.max_epochs=12")  # fmt: skip
+    keys = (
+        "optim.schedule=linear",
+        "optim.warmup_fraction=0.2",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.max_epochs=12",
+    )
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert train.main(train_args(whole, None, tiny_bilm_files, *keys)) == 0
     command = [sys.executable, str(ROOT / "train.py"), *train_args(parts, None, tiny_bilm_files, *keys)]
@@ -142,8 +165,14 @@ def test_last_checkpoint_is_written_after_every_epoch(tmp_path: Path) -> None:
     copy only when the monitored score improved, so a killed run redid the epochs since (here dev F1 stays 0
     for the first 3 epochs of configs/tiny.yaml, and last.ckpt held epoch 1)."""
     run = tmp_path / "run"
-    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run}", f"elmo.cache_dir={tmp_path / 'c'}",
-            "trainer.max_epochs=3", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={run}",
+        f"elmo.cache_dir={tmp_path / 'c'}",
+        "trainer.max_epochs=3",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 0
     last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
@@ -183,14 +212,23 @@ def test_moved_run_folder_resumes_with_its_best(tmp_path: Path, tiny_bilm_files)
 def test_relocated_state_keeps_paths_outside_the_folder() -> None:
     from ner_app.runtime.moved_checkpoint import relocate_state
 
-    state = {"dirpath": "/a/run/checkpoints", "best_model_path": "/a/run/checkpoints/best.ckpt",
-             "last_model_path": "/elsewhere/last.ckpt", "best_model_score": 0.5,
-             "best_k_models": {"/a/run/checkpoints/best.ckpt": 0.5}, "kth_best_model_path": "/a/run/checkpointsX"}  # fmt: skip
+    state = {
+        "dirpath": "/a/run/checkpoints",
+        "best_model_path": "/a/run/checkpoints/best.ckpt",
+        "last_model_path": "/elsewhere/last.ckpt",
+        "best_model_score": 0.5,
+        "best_k_models": {"/a/run/checkpoints/best.ckpt": 0.5},
+        "kth_best_model_path": "/a/run/checkpointsX",
+    }
     moved = relocate_state(state, "/a/run/checkpoints", "/b/run2/checkpoints")
-    assert moved == {"dirpath": "/b/run2/checkpoints", "best_model_path": "/b/run2/checkpoints/best.ckpt",
-                     "last_model_path": "/elsewhere/last.ckpt", "best_model_score": 0.5,
-                     "best_k_models": {"/b/run2/checkpoints/best.ckpt": 0.5},
-                     "kth_best_model_path": "/a/run/checkpointsX"}  # fmt: skip
+    assert moved == {
+        "dirpath": "/b/run2/checkpoints",
+        "best_model_path": "/b/run2/checkpoints/best.ckpt",
+        "last_model_path": "/elsewhere/last.ckpt",
+        "best_model_score": 0.5,
+        "best_k_models": {"/b/run2/checkpoints/best.ckpt": 0.5},
+        "kth_best_model_path": "/a/run/checkpointsX",
+    }
     assert state["dirpath"] == "/a/run/checkpoints"  # the input is left as it was
 
 

@@ -153,8 +153,14 @@ def test_parallel_seeds_match_the_seeds_run_in_turn(
         "--parallel",
         "2",
     ]
-    result = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                            timeout=600, cwd=tmp_path)  # fmt: skip
+    result = subprocess.run(
+        command,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for seed in (1, 2):
         scores = [

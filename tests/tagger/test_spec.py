@@ -16,13 +16,26 @@ SIZES = TaggerSizes(
 )
 TOKENS = [["Peter", "met", "Bonn"], ["EU", "rejects", "it"]]
 TAGS = [["S-PER", "O", "S-LOC"], ["S-ORG", "O", "O"]]
-ELMO = ElmoRef(options="/x/options.json", weights="/x/weights.hdf5", fingerprint="ab" * 32, dropout=0.1,
-               do_layer_norm=True)  # fmt: skip
+ELMO = ElmoRef(
+    options="/x/options.json",
+    weights="/x/weights.hdf5",
+    fingerprint="ab" * 32,
+    dropout=0.1,
+    do_layer_norm=True,
+)
 
 
 def spec(elmo: ElmoRef | None = ELMO) -> TaggerSpec:
-    return TaggerSpec.from_training_data(SIZES, TOKENS, TAGS, "BIOES", "IOB1", lowercase=True,
-                                         pretrained_words=["paris", "Peter", "paris"], elmo=elmo)  # fmt: skip
+    return TaggerSpec.from_training_data(
+        SIZES,
+        TOKENS,
+        TAGS,
+        "BIOES",
+        "IOB1",
+        lowercase=True,
+        pretrained_words=["paris", "Peter", "paris"],
+        elmo=elmo,
+    )
 
 
 @pytest.mark.parametrize("elmo", [ELMO, None])
@@ -37,8 +50,11 @@ def test_json_round_trip_is_exact(elmo: ElmoRef | None) -> None:
 
 def test_vocabularies_from_training_data() -> None:
     s = spec()
-    assert s.word_vocab.itos[: s.num_trainable_words] == ["<pad>", "<unk>", *sorted(
-        ["peter", "met", "bonn", "eu", "rejects", "it"], key=lambda w: (-1, w))]  # fmt: skip
+    assert s.word_vocab.itos[: s.num_trainable_words] == [
+        "<pad>",
+        "<unk>",
+        *sorted(["peter", "met", "bonn", "eu", "rejects", "it"], key=lambda w: (-1, w)),
+    ]
     assert s.word_vocab.itos[s.num_trainable_words :] == ["paris"]  # pretrained, unseen in train, once
     assert s.tag_vocab.itos[0] == "O" and "B-PER" in s.tag_vocab.itos
     assert s.to_source_scheme([["S-PER", "O"]]) == [["I-PER", "O"]]
@@ -56,12 +72,16 @@ def v1_dict(s: TaggerSpec) -> dict:
         "format": "ner_app.tagger/1",
         "model": dataclasses.asdict(s.sizes),
         "elmo": dataclasses.asdict(s.elmo) if s.elmo else None,
-        "vocab": {"words": {"tokens": list(s.words.tokens), "specials": True, "lowercase": True},
-                  "num_trainable_words": s.num_trainable_words,
-                  "chars": {"tokens": list(s.chars.tokens), "specials": True, "lowercase": False},
-                  "tags": {"tokens": list(s.tags.tokens), "specials": False, "lowercase": False}},
-        "scheme": "BIOES", "source_scheme": "IOB1", "max_word_chars": 30,
-    }  # fmt: skip
+        "vocab": {
+            "words": {"tokens": list(s.words.tokens), "specials": True, "lowercase": True},
+            "num_trainable_words": s.num_trainable_words,
+            "chars": {"tokens": list(s.chars.tokens), "specials": True, "lowercase": False},
+            "tags": {"tokens": list(s.tags.tokens), "specials": False, "lowercase": False},
+        },
+        "scheme": "BIOES",
+        "source_scheme": "IOB1",
+        "max_word_chars": 30,
+    }
 
 
 def test_an_older_tagger_json_is_read() -> None:

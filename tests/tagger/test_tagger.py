@@ -22,10 +22,20 @@ def make_tagger(
     torch.manual_seed(seed)
     mixes = 2 if at_output else 1
     return BiLstmCrfTagger(
-        num_words=20, num_chars=30, num_tags=len(TAGS), word_dim=6, char_dim=4, char_filters=5, lstm_hidden=7,
-        lstm_layers=2, dropout=0.5, elmo=Elmo(random_bilm(), mixes, dropout=0.0) if elmo else None,
-        allowed=allowed_transitions(TAGS, "BIOES"), frozen_words=frozen_words, elmo_at_output=at_output,
-    ).eval()  # fmt: skip
+        num_words=20,
+        num_chars=30,
+        num_tags=len(TAGS),
+        word_dim=6,
+        char_dim=4,
+        char_filters=5,
+        lstm_hidden=7,
+        lstm_layers=2,
+        dropout=0.5,
+        elmo=Elmo(random_bilm(), mixes, dropout=0.0) if elmo else None,
+        allowed=allowed_transitions(TAGS, "BIOES"),
+        frozen_words=frozen_words,
+        elmo_at_output=at_output,
+    ).eval()
 
 
 def batch_of(sentences, words=None):

@@ -122,8 +122,9 @@ def test_no_sentence_boundary_inside_an_entity():
     assert len(doc.sentences) == 3
     merged = sentence_ranges(doc, [TokenSpan(2, 5, "ORG", "f:1")])
     assert [doc.tokens[a:b] for a, b in merged] == [
-        ["Shares", "of", "Yahoo", "!", "Inc.", "rose", "."], ["Then", "fell", "."]
-    ]  # fmt: skip
+        ["Shares", "of", "Yahoo", "!", "Inc.", "rose", "."],
+        ["Then", "fell", "."],
+    ]
 
 
 def test_the_audit_names_every_misaligned_span_by_file_and_line(tmp_path, capsys):

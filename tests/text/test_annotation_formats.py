@@ -87,11 +87,19 @@ def write_doccano(tmp: Path, key: str = "label") -> list[Path]:
 
 def write_doccano_entities(tmp: Path) -> list[Path]:
     lines = [
-        json.dumps({"id": i, "text": t, "entities": [
-            {"id": k, "label": kind, "start_offset": s, "end_offset": e} for k, (s, e, kind) in enumerate(offsets(i))
-        ], "relations": []})
+        json.dumps(
+            {
+                "id": i,
+                "text": t,
+                "entities": [
+                    {"id": k, "label": kind, "start_offset": s, "end_offset": e}
+                    for k, (s, e, kind) in enumerate(offsets(i))
+                ],
+                "relations": [],
+            }
+        )
         for i, t in enumerate(DOCS)
-    ]  # fmt: skip
+    ]
     path = tmp / "doccano_entities.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [path]
@@ -99,26 +107,48 @@ def write_doccano_entities(tmp: Path) -> list[Path]:
 
 def _ls_result(doc: int) -> list[dict[str, object]]:
     return [
-        {"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels", "origin": "manual",
-         "value": {"start": s, "end": e, "text": DOCS[doc][s:e], "labels": [kind]}}
+        {
+            "id": f"r{k}",
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "origin": "manual",
+            "value": {"start": s, "end": e, "text": DOCS[doc][s:e], "labels": [kind]},
+        }
         for k, (s, e, kind) in enumerate(offsets(doc))
-    ]  # fmt: skip
+    ]
 
 
 def write_labelstudio(tmp: Path) -> list[Path]:
-    wrong = [{"id": "x", "type": "labels", "from_name": "label", "to_name": "text",
-              "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["PER"]}}]  # fmt: skip
+    wrong = [
+        {
+            "id": "x",
+            "type": "labels",
+            "from_name": "label",
+            "to_name": "text",
+            "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["PER"]},
+        }
+    ]
     tasks = [
-        {"id": 10 + i, "data": {"text": text}, "project": 3,
-         "annotations": [
-             # a cancelled annotation comes first: it is skipped
-             {"id": 1, "result": wrong, "was_cancelled": True, "ground_truth": False},
-             {"id": 2, "result": [*_ls_result(i), {"type": "relation", "from_id": "r0", "to_id": "r1"}],
-              "was_cancelled": False, "completed_by": 1, "updated_at": "2024-01-02T00:00:00Z"},
-         ],
-         "predictions": []}
+        {
+            "id": 10 + i,
+            "data": {"text": text},
+            "project": 3,
+            "annotations": [
+                # a cancelled annotation comes first: it is skipped
+                {"id": 1, "result": wrong, "was_cancelled": True, "ground_truth": False},
+                {
+                    "id": 2,
+                    "result": [*_ls_result(i), {"type": "relation", "from_id": "r0", "to_id": "r1"}],
+                    "was_cancelled": False,
+                    "completed_by": 1,
+                    "updated_at": "2024-01-02T00:00:00Z",
+                },
+            ],
+            "predictions": [],
+        }
         for i, text in enumerate(DOCS)
-    ]  # fmt: skip
+    ]
     path = tmp / "labelstudio.json"
     path.write_text(json.dumps(tasks, indent=2), encoding="utf-8")
     return [path]
@@ -173,11 +203,17 @@ def write_brat(tmp: Path) -> list[Path]:
 
 def write_jsonl(tmp: Path) -> list[Path]:
     lines = [
-        json.dumps({"text": t, "entities": [
-            {"start": s, "end": e, "type": kind, "text": t[s:e], "score": 0.9} for s, e, kind in offsets(i)
-        ]})
+        json.dumps(
+            {
+                "text": t,
+                "entities": [
+                    {"start": s, "end": e, "type": kind, "text": t[s:e], "score": 0.9}
+                    for s, e, kind in offsets(i)
+                ],
+            }
+        )
         for i, t in enumerate(DOCS)
-    ]  # fmt: skip
+    ]
     path = tmp / "predicted.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [path]
@@ -383,10 +419,16 @@ def test_label_studio_annotation_choice(tmp_path, choice, kind):
             "updated_at": updated,
         }
 
-    task = {"id": 1, "data": {"text": "Sony"}, "annotations": [
-        annotation("ORG", "2024-01-01T00:00:00Z"), annotation("PER", "2024-03-01T00:00:00Z"),
-        annotation("LOC", "2024-02-01T00:00:00Z"), annotation("MISC", "2025-01-01T00:00:00Z", cancelled=True),
-    ]}  # fmt: skip
+    task = {
+        "id": 1,
+        "data": {"text": "Sony"},
+        "annotations": [
+            annotation("ORG", "2024-01-01T00:00:00Z"),
+            annotation("PER", "2024-03-01T00:00:00Z"),
+            annotation("LOC", "2024-02-01T00:00:00Z"),
+            annotation("MISC", "2025-01-01T00:00:00Z", cancelled=True),
+        ],
+    }
     path = tmp_path / "ls.json"
     path.write_text(json.dumps([task]), encoding="utf-8")
     out = tmp_path / "out.conll"
@@ -427,10 +469,17 @@ def test_label_studio_json_min(tmp_path):
     """Label Studio's JSON-MIN export: the text and the regions at the top of each task."""
     want = expected(tmp_path)
     tasks = [
-        {"id": 5 + i, "text": text, "annotator": 1, "annotation_id": 9,
-         "label": [{"start": s, "end": e, "text": text[s:e], "labels": [kind]} for s, e, kind in offsets(i)]}
+        {
+            "id": 5 + i,
+            "text": text,
+            "annotator": 1,
+            "annotation_id": 9,
+            "label": [
+                {"start": s, "end": e, "text": text[s:e], "labels": [kind]} for s, e, kind in offsets(i)
+            ],
+        }
         for i, text in enumerate(DOCS)
-    ]  # fmt: skip
+    ]
     path = tmp_path / "min.json"
     path.write_text(json.dumps(tasks), encoding="utf-8")
     out = tmp_path / "out.conll"

@@ -121,8 +121,12 @@ def test_the_scheme_records_give_every_table() -> None:
     for name in TRAINABLE_SCHEMES:  # every scheme a run trains in is one seqeval scores in strict mode
         assert issubclass(getattr(seqeval.scheme, str(scheme_of(name).seqeval)), seqeval.scheme.Token)
     assert {n: scheme_of(n).name for n in ("bio", "IOB2", "iobes", "BIOES", "IOB1")} == {
-        "bio": "IOB2", "IOB2": "IOB2", "iobes": "BIOES", "BIOES": "BIOES", "IOB1": "IOB1"
-    }  # fmt: skip
+        "bio": "IOB2",
+        "IOB2": "IOB2",
+        "iobes": "BIOES",
+        "BIOES": "BIOES",
+        "IOB1": "IOB1",
+    }
     before = re.compile(r"O|[BIES]-\S+")  # the hand-written pattern the records replace
     for text in ("O", "B-PER", "I-X", "E-MISC", "S-A-B", "L-PER", "B-", "b-PER", "OO", "U-X", "B-P R"):
         assert (TAG_PATTERN.fullmatch(text) is None) == (before.fullmatch(text) is None), text

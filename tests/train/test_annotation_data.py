@@ -58,11 +58,20 @@ def write_labelstudio(folder: Path) -> Path:
     folder.mkdir()
     for name in SPLITS:
         tasks = [
-            {"id": i, "data": {"text": t}, "annotations": [{"result": [
-                {"type": "labels", "value": {"start": a, "end": b, "text": t[a:b], "labels": [k]}} for a, b, k in spans
-            ]}]}
+            {
+                "id": i,
+                "data": {"text": t},
+                "annotations": [
+                    {
+                        "result": [
+                            {"type": "labels", "value": {"start": a, "end": b, "text": t[a:b], "labels": [k]}}
+                            for a, b, k in spans
+                        ]
+                    }
+                ],
+            }
             for i, (t, spans, _, _) in enumerate(documents(name))
-        ]  # fmt: skip
+        ]
         (folder / f"{name}.json").write_text(json.dumps(tasks), encoding="utf-8")
     return folder
 

@@ -81,8 +81,15 @@ def make(
     """Config -> corpus -> spec -> DataModule, as train.py wires them."""
     corpus = load_corpus(str(data_dir) if data_dir else None, hub_name, scheme)
     train = corpus.splits["train"]
-    spec = TaggerSpec.from_training_data(SIZES, train.tokens, train.tags, corpus.scheme, corpus.source_scheme,
-                                         lowercase=lowercase, min_word_count=min_word_count)  # fmt: skip
+    spec = TaggerSpec.from_training_data(
+        SIZES,
+        train.tokens,
+        train.tags,
+        corpus.scheme,
+        corpus.source_scheme,
+        lowercase=lowercase,
+        min_word_count=min_word_count,
+    )
     return ConllDataModule(corpus, spec, batch_size=batch_size, eval_batch_size=eval_batch_size, seed=0)
 
 
@@ -187,8 +194,9 @@ def test_sampler_drop_last() -> None:
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_sampler_shards_training_batches_disjointly_across_ranks(world: int, drop_last: bool) -> None:
     def shard(rank: int, epoch: int) -> list[list[int]]:
-        sampler = LengthBucketSampler(LENGTHS, 16, shuffle=True, seed=5, drop_last=drop_last, num_replicas=world,
-                                      rank=rank)  # fmt: skip
+        sampler = LengthBucketSampler(
+            LENGTHS, 16, shuffle=True, seed=5, drop_last=drop_last, num_replicas=world, rank=rank
+        )
         sampler.set_epoch(epoch)
         assert len(list(sampler)) == len(sampler)
         return list(sampler)

@@ -99,11 +99,19 @@ def doc_run(tmp_path_factory):
     """A tiny document-context run (layer cache on); its export is shared by the tests below."""
     tmp = tmp_path_factory.mktemp("doc")
     options, weights = save_bilm(random_bilm(), tmp / "bilm")
-    code = train.main([
-        "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp / 'run'}", f"data.dir={TINY}",
-        f"elmo.options={options}", f"elmo.weights={weights}", f"elmo.cache_dir={tmp / 'cache'}",
-        "elmo.context=document", "trainer.patience=6",  # stops a few epochs after dev F1 reaches 1.0
-    ])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            f"elmo.cache_dir={tmp / 'cache'}",
+            "elmo.context=document",
+            "trainer.patience=6",  # stops a few epochs after dev F1 reaches 1.0
+        ]
+    )
     assert code == 0
     return tmp / "run"
 
@@ -117,18 +125,33 @@ def test_document_run_trains_to_f1_one_and_exports_its_context(doc_run):
 
 def test_document_run_without_cache(tmp_path, tiny_bilm_files):
     options, weights = tiny_bilm_files
-    code = train.main([
-        "--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
-        f"elmo.options={options}", f"elmo.weights={weights}", "elmo.cache_dir=null", "elmo.context=document",
-        "trainer.max_epochs=2",
-    ])  # fmt: skip
+    code = train.main(
+        [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            f"data.dir={TINY}",
+            f"elmo.options={options}",
+            f"elmo.weights={weights}",
+            "elmo.cache_dir=null",
+            "elmo.context=document",
+            "trainer.max_epochs=2",
+        ]
+    )
     assert code == 0 and (tmp_path / "run" / "metrics.json").is_file()
 
 
 def test_bad_stream_cap_is_one_clear_error(tmp_path, tiny_bilm_files, capsys):
     options, weights = tiny_bilm_files
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={tmp_path}", f"data.dir={TINY}",
-            f"elmo.options={options}", f"elmo.weights={weights}", "elmo.max_stream_positions=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={tmp_path}",
+        f"data.dir={TINY}",
+        f"elmo.options={options}",
+        f"elmo.weights={weights}",
+        "elmo.max_stream_positions=1",
+    ]
     assert train.main(args) == 2
     assert "elmo.max_stream_positions: expected at least 2" in capsys.readouterr().err
 

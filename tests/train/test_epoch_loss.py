@@ -57,9 +57,17 @@ def test_epoch_loss_is_the_token_weighted_mean_of_every_batch(
         return loss
 
     monkeypatch.setattr(TaggerModule, "training_step", recording_step)
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", f"data.dir={data}",
-            "elmo.enabled=false", "data.batch_size=4", "trainer.max_epochs=3",
-            "trainer.log_every_n_steps=50", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        f"data.dir={data}",
+        "elmo.enabled=false",
+        "data.batch_size=4",
+        "trainer.max_epochs=3",
+        "trainer.log_every_n_steps=50",
+        "trainer.threads=1",
+    ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert train.main(args) == 0
@@ -102,9 +110,16 @@ def test_epoch_loss_of_a_resumed_run_is_the_uninterrupted_ones(tmp_path: Path) -
     run that was never stopped (the sums restart with each epoch; checkpoints fall between epochs)."""
 
     def epoch_losses(run: Path, epochs: int, resume: bool = False) -> dict[int, list[float]]:
-        args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}",
-                f"data.dir={ROOT / 'tests/data/tiny_conll'}", "elmo.enabled=false", "model.dropout=0.3",
-                f"trainer.max_epochs={epochs}", "trainer.threads=1"]  # fmt: skip
+        args = [
+            "--config",
+            str(ROOT / "configs/tiny.yaml"),
+            f"output_dir={run}",
+            f"data.dir={ROOT / 'tests/data/tiny_conll'}",
+            "elmo.enabled=false",
+            "model.dropout=0.3",
+            f"trainer.max_epochs={epochs}",
+            "trainer.threads=1",
+        ]
         assert train.main(args + (["--resume"] if resume else [])) == 0
         values: dict[int, list[float]] = {}
         with open(run / "logs/metrics.csv", newline="", encoding="utf-8") as f:

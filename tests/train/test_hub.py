@@ -96,8 +96,10 @@ def test_a_parquet_copy_reads_as_the_conll_files(tmp_path: Path) -> None:
         ]
         assert copy.splits[name].docs == [0] * len(split)  # the hub's copy has no -DOCSTART- rows
     assert [p.name for p in data_files(str(folder))] == [
-        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet", "validation-00000-of-00001.parquet",
-    ]  # fmt: skip
+        "test-00000-of-00001.parquet",
+        "train-00000-of-00001.parquet",
+        "validation-00000-of-00001.parquet",
+    ]
     assert [p.name for p in data_files(str(TINY))] == ["train.txt", "valid.txt", "test.txt"]
 
 
@@ -240,8 +242,14 @@ OUTSIDE_ENV = {
 
 def read_in_a_fresh_process(name: str, **env: str) -> list:
     """load_corpus in a new interpreter: HF_ENDPOINT and HF_HOME are read when `datasets` is imported."""
-    done = subprocess.run([sys.executable, "-c", READ_CORPUS, name], capture_output=True, text=True, timeout=120,
-                          cwd=REPO, env={**OUTSIDE_ENV, "PYTHONPATH": str(REPO), **env})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", READ_CORPUS, name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**OUTSIDE_ENV, "PYTHONPATH": str(REPO), **env},
+    )
     assert done.returncode == 0, done.stderr
     assert "Retrying" not in done.stderr
     return json.loads(done.stdout)

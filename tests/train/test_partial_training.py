@@ -23,8 +23,15 @@ TINY = ROOT / "tests" / "data" / "tiny_conll"
 
 
 def run(tmp_path: Path, data: Path, bilm, *overrides: str) -> int:
-    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={tmp_path / 'run'}", f"data.dir={data}",
-            f"elmo.cache_dir={tmp_path / 'cache'}", f"elmo.options={bilm[0]}", f"elmo.weights={bilm[1]}"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={tmp_path / 'run'}",
+        f"data.dir={data}",
+        f"elmo.cache_dir={tmp_path / 'cache'}",
+        f"elmo.options={bilm[0]}",
+        f"elmo.weights={bilm[1]}",
+    ]
     return train.main(args + list(overrides))
 
 

@@ -17,9 +17,17 @@ TINY_BILM = ROOT / "tests" / "data" / "tiny_bilm"
 
 def run(run_dir: Path, *overrides: str) -> list[dict[str, str]]:
     """Train configs/tiny.yaml (3 batches an epoch, lr 0.01) into ``run_dir``; the rows of its metrics.csv."""
-    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={run_dir}", f"data.dir={TINY}",
-            f"elmo.options={TINY_BILM / 'options.json'}", f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
-            "elmo.cache_dir=null", "trainer.threads=1", *overrides]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={run_dir}",
+        f"data.dir={TINY}",
+        f"elmo.options={TINY_BILM / 'options.json'}",
+        f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
+        "elmo.cache_dir=null",
+        "trainer.threads=1",
+        *overrides,
+    ]
     assert train.main(args) == 0
     with open(run_dir / "logs" / "metrics.csv", newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
@@ -37,8 +45,13 @@ def test_linear_schedule_warms_up_then_decays_to_zero(tmp_path: Path) -> None:
 
 
 def test_plateau_schedule_lowers_lr_when_dev_f1_stalls(tmp_path: Path) -> None:
-    rows = run(tmp_path / "run", "optim.schedule=plateau", "optim.plateau_patience=0", "optim.plateau_factor=0.5",
-               "trainer.max_epochs=3")  # fmt: skip
+    rows = run(
+        tmp_path / "run",
+        "optim.schedule=plateau",
+        "optim.plateau_patience=0",
+        "optim.plateau_factor=0.5",
+        "trainer.max_epochs=3",
+    )
     f1 = [float(r["val_f1"]) for r in rows if r.get("val_f1")]
     lr_of_epoch = {int(r["epoch"]): float(r["lr"]) for r in rows if r.get("lr")}
     assert f1[:2] == [0.0, 0.0]  # configs/tiny.yaml: no entity found after epochs 1 and 2
@@ -54,8 +67,13 @@ def test_no_schedule_logs_no_lr_and_keeps_the_lr(tmp_path: Path) -> None:
 
 
 def test_accumulated_batches_make_one_optimiser_step(tmp_path: Path) -> None:
-    rows = run(tmp_path / "run", "trainer.accumulate_grad_batches=3", "trainer.max_epochs=2",
-               "optim.schedule=linear", "optim.warmup_fraction=0")  # fmt: skip
+    rows = run(
+        tmp_path / "run",
+        "trainer.accumulate_grad_batches=3",
+        "trainer.max_epochs=2",
+        "optim.schedule=linear",
+        "optim.warmup_fraction=0",
+    )
     last = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == 2  # 2 epochs of 3 batches, one step each
     # the linear schedule counts optimiser steps, not batches: 2 steps from lr down to 0

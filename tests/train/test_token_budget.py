@@ -23,8 +23,15 @@ LENGTHS = [(i * 37) % 61 + 1 for i in range(700)] + [200, 350, 900, 120, 5000]
 random.Random(0).shuffle(LENGTHS)
 
 
-def todays_batches(lengths: list[int], size: int, shuffle: bool, seed: int, epoch: int, drop_last: bool,
-                   bucket_batches: int = 50) -> list[list[int]]:  # fmt: skip
+def todays_batches(
+    lengths: list[int],
+    size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    drop_last: bool,
+    bucket_batches: int = 50,
+) -> list[list[int]]:
     """The sampler's batches before the budget (the oracle of 'no budget changes nothing')."""
     key = lengths.__getitem__
     if not shuffle:
@@ -186,8 +193,9 @@ def long_corpus(tmp_path: Path, tokens: int) -> Path:
 
 def test_datamodule_batches_keep_to_the_budgets(tmp_path):
     corpus = load_corpus(str(long_corpus(tmp_path, 400)), None, "BIOES")
-    sizes = TaggerSizes(word_dim=4, char_dim=2, char_filters=3, char_width=3, lstm_hidden=4, lstm_layers=1,
-                        dropout=0.0)  # fmt: skip
+    sizes = TaggerSizes(
+        word_dim=4, char_dim=2, char_filters=3, char_width=3, lstm_hidden=4, lstm_layers=1, dropout=0.0
+    )
     train = corpus.splits["train"]
     spec = TaggerSpec.from_training_data(sizes, train.tokens, train.tags, corpus.scheme, corpus.source_scheme)
     dm = ConllDataModule(corpus, spec, batch_size=4, eval_batch_size=64, max_tokens=40, eval_max_tokens=100)

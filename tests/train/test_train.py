@@ -14,8 +14,13 @@ TINY = ROOT / "tests" / "data" / "tiny_conll"
 
 
 def run(tmp_path: Path, config: str, *overrides: str, bilm=None, resume: bool = False) -> int:
-    args = ["--config", str(ROOT / "configs" / config), f"output_dir={tmp_path / 'run'}", f"data.dir={TINY}",
-            f"elmo.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs" / config),
+        f"output_dir={tmp_path / 'run'}",
+        f"data.dir={TINY}",
+        f"elmo.cache_dir={tmp_path / 'cache'}",
+    ]
     if bilm is not None:
         args += [f"elmo.options={bilm[0]}", f"elmo.weights={bilm[1]}"]
     return train.main(args + (["--resume"] if resume else []) + list(overrides))
@@ -28,8 +33,16 @@ def test_tiny_config_trains_to_f1_one_and_writes_reports(tmp_path, tiny_bilm_fil
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
     assert set(metrics["dev"]) >= {"precision", "recall", "f1", "per_type"}
     assert set(metrics["test"]["per_type"]) == {"PER", "LOC", "ORG", "MISC"}
-    files = ("config.yaml", "report_dev.txt", "report_test.txt", "checkpoints/best.ckpt", "logs/metrics.csv",
-             "export/model.safetensors", "export/tagger.json", "export/bilm/weights.hdf5")  # fmt: skip
+    files = (
+        "config.yaml",
+        "report_dev.txt",
+        "report_test.txt",
+        "checkpoints/best.ckpt",
+        "logs/metrics.csv",
+        "export/model.safetensors",
+        "export/tagger.json",
+        "export/bilm/weights.hdf5",
+    )
     for name in files:
         assert (out / name).is_file(), name
     report = (out / "report_test.txt").read_text()

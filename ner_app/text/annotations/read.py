@@ -115,9 +115,12 @@ def char_span(
         raise AnnotationFormatError(f"{where}: expected a label (a non-empty string), found {_shown(label)}")
     if claimed is not None and claimed != text[start:end]:
         audit.report(
-            where, "dropped", text[start:end], label,
+            where,
+            "dropped",
+            text[start:end],
+            label,
             f"the file gives its text as {str(claimed)[:60]!r}: the offsets do not point at it",
-        )  # fmt: skip
+        )
         return None
     return CharSpan(start, end, label, where)
 

@@ -35,8 +35,10 @@ def test_nan_bilm_is_refused(tmp_path, capsys):
     one_error_line(capsys, "CNN_proj/b_proj", "NaN")
 
 
-@pytest.mark.parametrize(("section", "key", "value"), [("lstm", "dim", 10**9), ("lstm", "n_layers", 10**6),
-                                                       ("lstm", "projection_dim", 0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [("lstm", "dim", 10**9), ("lstm", "n_layers", 10**6), ("lstm", "projection_dim", 0)],
+)
 def test_absurd_biLM_sizes_fail_before_allocating(tmp_path, section, key, value):
     copy = tmp_path / "bilm"
     shutil.copytree(TINY_BILM, copy)

@@ -20,10 +20,29 @@ def test_device_cuda_without_cuda_is_one_line(tmp_path: Path, capsys, command: s
     (tmp_path / "in.txt").write_text("a b\n")
     tiny = ROOT / "tests/data/tiny_bilm"
     args = {
-        "predict": ["predict", "--model", str(tmp_path), "--input", str(tmp_path / "in.txt"), "--device", "cuda"],
-        "embed": ["embed", "--options", str(tiny / "options.json"), "--weights", str(tiny / "weights.hdf5"),
-                  "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.hdf5"), "--device", "cuda"],
-    }[command]  # fmt: skip
+        "predict": [
+            "predict",
+            "--model",
+            str(tmp_path),
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--device",
+            "cuda",
+        ],
+        "embed": [
+            "embed",
+            "--options",
+            str(tiny / "options.json"),
+            "--weights",
+            str(tiny / "weights.hdf5"),
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(tmp_path / "o.hdf5"),
+            "--device",
+            "cuda",
+        ],
+    }[command]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--device cuda: torch" in err[0] and "use --device cpu" in err[0]

@@ -24,12 +24,17 @@ CASES = {
     "missing": (lambda t, r: t / "missing", "missing: no such folder"),
     "a file": (lambda t, r: write(t / "f" / "x", "") / "x", "x: is a file, expected a run folder"),
     "empty folder": (lambda t, r: t, "not a run folder (no metrics.json or config.yaml)"),
-    "unfinished": (lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"), "no metrics.json, the run has not finished"),
+    "unfinished": (
+        lambda t, r: write(t / "u" / "config.yaml", "seed: 1\n"),
+        "no metrics.json, the run has not finished",
+    ),
     "not JSON": (lambda t, r: write(t / "j" / "metrics.json", '{"dev": '), "metrics.json:1: not valid JSON"),
-    "NaN": (lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": NaN}, "test": {"f1": 1}}'),
-            "metrics.json: dev.f1: expected a finite number, found nan"),
+    "NaN": (
+        lambda t, r: write(t / "n" / "metrics.json", '{"dev": {"f1": NaN}, "test": {"f1": 1}}'),
+        "metrics.json: dev.f1: expected a finite number, found nan",
+    ),
     "same seed twice": (lambda t, r: shutil.copytree(r, t / "again"), "two runs of one config with seed 7"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("output", [[], ["--json"]], ids=["tables", "json"])

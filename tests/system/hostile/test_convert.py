@@ -14,12 +14,28 @@ from tests.helpers import one_error_line
 
 GOOD = json.dumps({"text": "Sony", "label": [[0, 4, "ORG"]]})
 IMAGE_TASK = {
-    "id": 7, "data": {"image": "/data/upload/1.jpg"},
-    "annotations": [{"result": [{"type": "rectanglelabels", "from_name": "tag", "to_name": "img",
-                                 "value": {"x": 1, "y": 2, "width": 3, "height": 4, "rectanglelabels": ["Car"]}}]}],
-}  # fmt: skip
-TEXT_TASK = {"id": 8, "data": {"text": "Sony"}, "annotations": [{"result": [
-    {"type": "labels", "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["ORG"]}}]}]}  # fmt: skip
+    "id": 7,
+    "data": {"image": "/data/upload/1.jpg"},
+    "annotations": [
+        {
+            "result": [
+                {
+                    "type": "rectanglelabels",
+                    "from_name": "tag",
+                    "to_name": "img",
+                    "value": {"x": 1, "y": 2, "width": 3, "height": 4, "rectanglelabels": ["Car"]},
+                }
+            ]
+        }
+    ],
+}
+TEXT_TASK = {
+    "id": 8,
+    "data": {"text": "Sony"},
+    "annotations": [
+        {"result": [{"type": "labels", "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["ORG"]}}]}
+    ],
+}
 
 # name: (files {name: bytes}, --from, extra arguments, what the error line holds ({d}: the tmp folder))
 CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
@@ -190,8 +206,17 @@ def test_changed_spans_are_named_not_errors(tmp_path, capsys):
     (tmp_path / "b.txt").write_text("New and York Sony", encoding="utf-8")
     (tmp_path / "b.ann").write_text("T1\tLOC 0 3;8 12\tNew York\nT2\tORG 13 17\tSony\n", encoding="utf-8")
     prodigy = tmp_path / "p.jsonl"
-    prodigy.write_text(json.dumps({"text": "Sony Bank", "spans": [{"start": 0, "end": 4, "label": "ORG",
-                                   "text": "Bank"}], "answer": "accept"}) + "\n", encoding="utf-8")  # fmt: skip
+    prodigy.write_text(
+        json.dumps(
+            {
+                "text": "Sony Bank",
+                "spans": [{"start": 0, "end": 4, "label": "ORG", "text": "Bank"}],
+                "answer": "accept",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "out.conll"
     assert main(["convert", str(tmp_path / "b.ann"), "--from", "brat", "--output", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()

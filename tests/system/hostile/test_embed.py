@@ -21,8 +21,17 @@ from tests.helpers import ROOT, TINY_BILM, one_error_line
 
 def test_embed_threads_option(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("The EU rejects it .\nPeter\n", encoding="utf-8")
-    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
-            "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.hdf5")]  # fmt: skip
+    args = [
+        "embed",
+        "--options",
+        str(TINY_BILM / "options.json"),
+        "--weights",
+        str(TINY_BILM / "weights.hdf5"),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "out.hdf5"),
+    ]
     assert main([*args, "--threads", "1"]) == 0
     assert torch.get_num_threads() == 1  # conftest restores the count after the test
     with h5py.File(tmp_path / "out.hdf5", "r") as out:
@@ -40,9 +49,18 @@ def test_embed_onto_a_full_disk_is_one_line_and_leaves_nothing(
     """HDF5 on a full disk floods stderr and crashed the process; embed measures the disk first."""
     text = tmp_path / "in.txt"
     text.write_text("".join(f"w{i} x{i} y z {i} .\\n" for i in range(300)))
-    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
-            "--input", str(text), "--output", str(small_disk / "layers.hdf5"),
-            *(["--outputs", "all"] if layout == "outputs" else [])]  # fmt: skip
+    args = [
+        "embed",
+        "--options",
+        str(TINY_BILM / "options.json"),
+        "--weights",
+        str(TINY_BILM / "weights.hdf5"),
+        "--input",
+        str(text),
+        "--output",
+        str(small_disk / "layers.hdf5"),
+        *(["--outputs", "all"] if layout == "outputs" else []),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot write (needs about" in err[0] and "MB free on its disk" in err[0]
@@ -59,8 +77,19 @@ def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_pat
     text = tmp_path / "in.txt"
     text.write_text("".join(f"w{i} x{i % 97} y z {i} .\n" for i in range(20_000)))
     out = tmp_path / "out" / "layers.hdf5"
-    args = ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
-            "--input", str(text), "--output", str(out), "--threads", "1"]  # fmt: skip
+    args = [
+        "embed",
+        "--options",
+        str(TINY_BILM / "options.json"),
+        "--weights",
+        str(TINY_BILM / "weights.hdf5"),
+        "--input",
+        str(text),
+        "--output",
+        str(out),
+        "--threads",
+        "1",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "ner_app", *args], env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -80,8 +109,17 @@ def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_pat
 
 def _embed(tmp_path: Path, output: Path | str) -> list[str]:
     (tmp_path / "in.txt").write_text("The EU rejects it .\nPeter\n", encoding="utf-8")
-    return ["embed", "--options", str(TINY_BILM / "options.json"), "--weights", str(TINY_BILM / "weights.hdf5"),
-            "--input", str(tmp_path / "in.txt"), "--output", str(output)]  # fmt: skip
+    return [
+        "embed",
+        "--options",
+        str(TINY_BILM / "options.json"),
+        "--weights",
+        str(TINY_BILM / "weights.hdf5"),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(output),
+    ]
 
 
 def test_embed_writes_through_a_character_device_and_never_replaces_it(

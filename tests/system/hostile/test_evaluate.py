@@ -15,15 +15,39 @@ def test_predictions_never_overwrite_the_gold_file(trained: Path, tmp_path: Path
     gold = tmp_path / "gold.conll"
     gold.write_bytes((TINY / "valid.txt").read_bytes())
     before = gold.read_bytes()
-    assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold),
-                 "--predictions", str(tmp_path / "." / "gold.conll")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(trained / "export"),
+                "--input",
+                str(gold),
+                "--predictions",
+                str(tmp_path / "." / "gold.conll"),
+            ]
+        )
+        == 2
+    )
     one_error_line(capsys, "--predictions", "is the gold file --input; name another file")
     assert gold.read_bytes() == before
 
 
 def test_predictions_into_a_folder_is_one_line(trained: Path, tmp_path: Path, capsys) -> None:
-    assert main(["evaluate", "--model", str(trained / "export"), "--input", str(TINY / "valid.txt"),
-                 "--predictions", str(tmp_path)]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(trained / "export"),
+                "--input",
+                str(TINY / "valid.txt"),
+                "--predictions",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     one_error_line(capsys, f"--predictions {tmp_path}: is a folder, expected a file name")
     assert list(tmp_path.iterdir()) == []
 
@@ -55,8 +79,15 @@ def test_export_needs_a_checkpoint_or_onnx(trained: Path, tmp_path: Path, capsys
 
 
 def _evaluate(trained: Path, predictions: Path | str) -> list[str]:
-    return ["evaluate", "--model", str(trained / "export"), "--input", str(TINY / "valid.txt"),
-            "--predictions", str(predictions)]  # fmt: skip
+    return [
+        "evaluate",
+        "--model",
+        str(trained / "export"),
+        "--input",
+        str(TINY / "valid.txt"),
+        "--predictions",
+        str(predictions),
+    ]
 
 
 def test_predictions_write_through_a_character_device_and_never_replace_it(

@@ -90,8 +90,9 @@ def test_export_on_a_full_disk_is_all_or_nothing(trained, tmp_path):
     out = tmp_path / "export"
     shutil.copytree(trained / "export", out)
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    result = run_with_file_limit(4000, "export", "--checkpoint", str(trained / "checkpoints/best.ckpt"),
-                                 "--output", str(out))  # fmt: skip
+    result = run_with_file_limit(
+        4000, "export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(out)
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr
@@ -177,14 +178,23 @@ def _swap_graphs(manifest, folder) -> None:
 
 ONNX_TAMPERING = {
     "PER and LOC swapped": (_swap_types, "is not the BIOES tag list training builds"),
-    "max_word_chars 1": (lambda m, f: m["spec"].update(max_word_chars=1), "spec.max_word_chars 1 is outside [3,"),
-    "max_word_chars -5": (lambda m, f: m["spec"].update(max_word_chars=-5), "spec.max_word_chars -5 is outside"),
-    "scheme": (lambda m, f: m["spec"].update(scheme="IOB9"), "spec.scheme 'IOB9' is not a scheme (IOB1, IOB2, BIOES)"),
+    "max_word_chars 1": (
+        lambda m, f: m["spec"].update(max_word_chars=1),
+        "spec.max_word_chars 1 is outside [3,",
+    ),
+    "max_word_chars -5": (
+        lambda m, f: m["spec"].update(max_word_chars=-5),
+        "spec.max_word_chars -5 is outside",
+    ),
+    "scheme": (
+        lambda m, f: m["spec"].update(scheme="IOB9"),
+        "spec.scheme 'IOB9' is not a scheme (IOB1, IOB2, BIOES)",
+    ),
     "elmo_chars shift": (lambda m, f: m["elmo_chars"].update(shift=2), "elmo_chars.shift is 2, expected 1"),
     "elmo_chars max_chars": (lambda m, f: m["elmo_chars"].update(max_chars=49), "elmo_chars.max_chars is 49"),
     "NaN CRF": (_nan_crf, "crf.npz: CRF transitions scores hold NaN"),
     "graphs swapped": (_swap_graphs, "its graphs do not run on the inputs its manifest describes"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(ONNX_TAMPERING))

@@ -26,24 +26,60 @@ def embedder() -> ner_app.Embedder:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda t: t.predict("abc"), TypeError, r"texts: predict takes a list of texts, found a string; use predict_text"),
+        (
+            lambda t: t.predict("abc"),
+            TypeError,
+            r"texts: predict takes a list of texts, found a string; use predict_text",
+        ),
         (lambda t: t.predict(b"abc"), TypeError, r"texts: expected a list of texts \(strings\), found bytes"),
         (lambda t: t.predict([b"x"]), TypeError, r"texts\[0\]: expected a string, found bytes"),
         (lambda t: t.predict(["ok", 1]), TypeError, r"texts\[1\]: expected a string, found int"),
-        (lambda t: t.predict(None), TypeError, r"texts: expected a list of texts \(strings\), found NoneType"),
+        (
+            lambda t: t.predict(None),
+            TypeError,
+            r"texts: expected a list of texts \(strings\), found NoneType",
+        ),
         (lambda t: t.predict(5), TypeError, r"texts: expected a list of texts \(strings\), found int"),
         (lambda t: t.predict_text(b"Alice"), TypeError, r"text: expected a string, found bytes"),
         (lambda t: t.predict_text(["Alice"]), TypeError, r"text: expected a string, found list"),
-        (lambda t: t.tag("abc"), TypeError, r"sentences: expected a list of sentences, each a list of token strings, found a string"),
-        (lambda t: t.tag(["Alice", "flew"]), TypeError, r"sentences\[0\]: expected a list of token strings, found a string"),
-        (lambda t: t.tag([["Alice", 3]]), TypeError, r"sentences\[0\]\[1\]: expected a token string, found int"),
-        (lambda t: t.tag([[b"Alice"]]), TypeError, r"sentences\[0\]\[0\]: expected a token string, found bytes"),
-        (lambda t: t.tag([None]), TypeError, r"sentences\[0\]: expected a list of token strings, found NoneType"),
+        (
+            lambda t: t.tag("abc"),
+            TypeError,
+            r"sentences: expected a list of sentences, each a list of token strings, found a string",
+        ),
+        (
+            lambda t: t.tag(["Alice", "flew"]),
+            TypeError,
+            r"sentences\[0\]: expected a list of token strings, found a string",
+        ),
+        (
+            lambda t: t.tag([["Alice", 3]]),
+            TypeError,
+            r"sentences\[0\]\[1\]: expected a token string, found int",
+        ),
+        (
+            lambda t: t.tag([[b"Alice"]]),
+            TypeError,
+            r"sentences\[0\]\[0\]: expected a token string, found bytes",
+        ),
+        (
+            lambda t: t.tag([None]),
+            TypeError,
+            r"sentences\[0\]: expected a list of token strings, found NoneType",
+        ),
         (lambda t: t.tag(None), TypeError, r"sentences: expected a list of sentences"),
-        (lambda t: t.tag([["Alice", ""]]), ValueError, r"sentences\[0\]\[1\]: expected a token without whitespace, found ''"),
-        (lambda t: t.tag([["New York"]]), ValueError, r"sentences\[0\]\[0\]: expected a token without whitespace, found 'New York'"),
+        (
+            lambda t: t.tag([["Alice", ""]]),
+            ValueError,
+            r"sentences\[0\]\[1\]: expected a token without whitespace, found ''",
+        ),
+        (
+            lambda t: t.tag([["New York"]]),
+            ValueError,
+            r"sentences\[0\]\[0\]: expected a token without whitespace, found 'New York'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_tagger_calls_with_wrong_types_name_the_argument(tagger, call, error, message):
     with pytest.raises(error, match=NAMES + message):
         call(tagger)
@@ -80,14 +116,34 @@ def test_load_tagger_with_wrong_arguments_names_them(trained, kwargs, error, mes
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda e: e.embed("abc"), TypeError, r"sentences: expected a list of sentences \(strings or lists of token strings\), found a string"),
+        (
+            lambda e: e.embed("abc"),
+            TypeError,
+            r"sentences: expected a list of sentences \(strings or lists of token strings\), found a string",
+        ),
         (lambda e: e.embed([1]), TypeError, r"sentences\[0\]: expected a list of token strings, found int"),
-        (lambda e: e.embed([["a", None]]), TypeError, r"sentences\[0\]\[1\]: expected a token string, found NoneType"),
-        (lambda e: e.embed([["a", " "]]), ValueError, r"sentences\[0\]\[1\]: expected a token without whitespace"),
-        (lambda e: e.embed(["a"], batch_size=0), ValueError, r"batch_size: expected an integer >= 1, found 0"),
-        (lambda e: e.embed(["a"], precision="fp16"), ValueError, r"precision: expected 'fp32' or 'bf16', found 'fp16'"),
+        (
+            lambda e: e.embed([["a", None]]),
+            TypeError,
+            r"sentences\[0\]\[1\]: expected a token string, found NoneType",
+        ),
+        (
+            lambda e: e.embed([["a", " "]]),
+            ValueError,
+            r"sentences\[0\]\[1\]: expected a token without whitespace",
+        ),
+        (
+            lambda e: e.embed(["a"], batch_size=0),
+            ValueError,
+            r"batch_size: expected an integer >= 1, found 0",
+        ),
+        (
+            lambda e: e.embed(["a"], precision="fp16"),
+            ValueError,
+            r"precision: expected 'fp32' or 'bf16', found 'fp16'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_embedder_calls_with_wrong_types_name_the_argument(embedder, call, error, message):
     with pytest.raises(error, match=NAMES + message):
         call(embedder)

