@@ -42,5 +42,8 @@ def serve(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_batch_size=args.max_batch_size,
         batch_timeout=args.batch_timeout,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
     )
     return server.serve(spec)

@@ -146,3 +146,19 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
         MAX_POSITIONS,
     )
     assert parser.parse_args(["serve", "--port", "9000"], namespace=OwnedNamespace()).port == 9000
+
+
+def test_serve_limits_are_options_with_the_specs_defaults() -> None:
+    from ner_app.cli.parser import OwnedNamespace, build_parser
+    from ner_app.serve.server import ServeSpec
+
+    parse = build_parser().parse_args
+    given = parse(["serve", "--header-timeout", "3", "--body-timeout", "4.5", "--max-connections", "9"])
+    assert (given.header_timeout, given.body_timeout, given.max_connections) == (3.0, 4.5, 9)
+    default = parse(["serve"], namespace=OwnedNamespace())
+    spec = ServeSpec(model=None)
+    assert (default.header_timeout, default.body_timeout, default.max_connections) == (
+        spec.header_timeout,
+        spec.body_timeout,
+        spec.max_connections,
+    )

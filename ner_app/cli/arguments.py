@@ -1,0 +1,109 @@
+"""The argument types and shared arguments of the command line, and ``Owned``: a default that a module of the
+package owns (a batch size, a token budget, a port) is named, never restated, and imported only when the command
+reads it (``OwnedNamespace``) or its help is shown, so parsing the command line imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+from typing import Any
+
+
+class Owned:
+    """The default of another module: ``Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS")``, a dataclass field
+    (``"ServeSpec.port"``) or a function's parameter (``"embed_file.batch_size"``)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def value(self) -> Any:
+        found: Any = importlib.import_module(self.module)
+        for part in self.name.split("."):
+            if inspect.isfunction(found):
+                found = inspect.signature(found).parameters[part].default
+            else:
+                found = getattr(found, part)
+        return found
+
+    def __str__(self) -> str:  # what help's %(default)s shows
+        return str(self.value())
+
+
+class OwnedNamespace(argparse.Namespace):
+    """Parsed arguments whose ``Owned`` defaults turn into their values when first read: in the handler, after
+    its own imports (``serve`` first says that LitServe is missing, in one line)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if isinstance(value, Owned):
+            value = value.value()
+            setattr(self, name, value)
+        return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse names the option and exits with 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {value}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port a user may listen on, 1024-65535 (LitServe refuses the privileged ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number in [1024, 65535], found {text!r}") from None
+    if not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number in [1024, 65535], found {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, found {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, found {text!r}")
+    return value
+
+
+PREDICTOR = "ner_app.serve.predictor"  # owns predict's and evaluate's defaults
+
+
+def add_model_arguments(
+    parser: argparse.ArgumentParser, batch_size: Owned, max_tokens_help: str | None, threads_help: str = ""
+) -> None:
+    """--model, --batch-size, --threads, --device (and --max-tokens unless its help is None) of the commands
+    that tag with an export."""
+    parser.add_argument(
+        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=batch_size,
+        help="sentences per forward pass (default %(default)s)",
+    )
+    if max_tokens_help is not None:
+        parser.add_argument(
+            "--max-tokens",
+            type=positive_int,
+            default=Owned("ner_app.text.batching", "PREDICT_MAX_TOKENS"),
+            metavar="N",
+            help=max_tokens_help,
+        )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help=threads_help or "torch CPU threads (1 is fastest on a busy machine)",
+    )
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
