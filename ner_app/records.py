@@ -115,11 +115,15 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", repr(tp))
 
 
+def _expected(tp: Any, shown: Any, value: Any) -> str:
+    # built only for an error: a long list of good values would otherwise pay for a repr of each
+    return f"expected {type_name(shown or tp)}, found {found(value)}"
+
+
 def read_value(tp: Any, value: Any, key: str, reader: Reader, shown: Any = None) -> Any:
     """``value`` checked against type ``tp`` (named ``shown`` in errors) and converted: a list for ``list`` and
     ``Sequence``, a tuple for ``tuple[X, ...]``, a record for a dataclass, a float for an int read as float."""
     origin = typing.get_origin(tp)
-    expected = f"expected {type_name(shown or tp)}, found {found(value)}"
     if origin in (Union, types.UnionType):
         return None if value is None else read_value(_optional_arg(tp), value, key, reader, shown=tp)
     if origin is Literal:
@@ -138,9 +142,12 @@ def read_value(tp: Any, value: Any, key: str, reader: Reader, shown: Any = None)
         return {str(k): read_value(item_tp, v, f"{key}.{k}", reader) for k, v in value.items()}
     if origin in (list, Sequence, tuple):
         if not isinstance(value, list | tuple):
-            raise reader.error(key, expected)
+            raise reader.error(key, _expected(tp, shown, value))
         item_tp = typing.get_args(tp)[0]
-        items = [read_value(item_tp, v, f"{key}[{i}]", reader) for i, v in enumerate(value)]
+        if item_tp is str and type(reader).text is Reader.text and all(type(v) is str for v in value):
+            items = list(value)  # a vocabulary of 400k words: one pass, the same result as item by item
+        else:
+            items = [read_value(item_tp, v, f"{key}[{i}]", reader) for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     ok = {
         bool: isinstance(value, bool),
@@ -151,7 +158,7 @@ def read_value(tp: Any, value: Any, key: str, reader: Reader, shown: Any = None)
     if tp not in ok:
         raise TypeError(f"unsupported record type {tp!r} for '{key}'")
     if not ok[tp]:
-        raise reader.error(key, expected)
+        raise reader.error(key, _expected(tp, shown, value))
     if tp is float:
         return float(value)
     return reader.text(value, key) if tp is str else value
