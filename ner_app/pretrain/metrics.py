@@ -49,7 +49,7 @@ class HeldoutScores:
 
     path: str
     sentences: int
-    documents: int
+    documents: int | None  # None in records written before document context (sentences were read alone)
     context: str
     contexts: dict[str, Perplexity]
 
@@ -70,6 +70,9 @@ class HeldoutScores:
         flat = hints(Perplexity)
         if not isinstance(data, dict):
             raise reader.not_a_mapping(key, data)
+        if "contexts" not in data and "context" not in data:  # written before contexts: one, sentence
+            shown = {k: v for k, v in data.items() if k in flat}
+            data = {"documents": None, **data, "context": "sentence", "contexts": {"sentence": shown}}
         scores = read_record(cls, {k: v for k, v in data.items() if k not in flat}, reader, key)
         if scores.context not in scores.contexts:
             known = ", ".join(sorted(scores.contexts)) or "none"
@@ -113,7 +116,11 @@ class PretrainMetrics:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> PretrainMetrics:
-        """The record held by parsed JSON ``data``; ``where`` (the file) starts every error message."""
+        """The record held by parsed JSON ``data``; ``where`` (the file) starts every error message. A record
+        written before these keys existed (the shipped news biLM's) reads with one process and its last step
+        exported."""
+        if isinstance(data, dict) and not {"processes", "exported_step"} & set(data):
+            data = {**data, "processes": 1, "exported_step": data.get("steps")}
         return read_record(cls, data, _MetricsReader(where))
 
     @classmethod

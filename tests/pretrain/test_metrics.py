@@ -53,3 +53,23 @@ def test_every_kept_record_reads_and_writes_back_byte_for_byte(tmp_path: Path) -
         metrics = PretrainMetrics.read(path)
         assert metrics.steps > 0 and metrics.heldout, path
         assert metrics.save(tmp_path / str(k)).read_bytes() == path.read_bytes(), path
+
+
+def test_a_record_of_an_earlier_version_reads(tmp_path: Path) -> None:
+    """Written before processes, exported_step and held-out contexts existed (the shipped news biLM's record):
+    one process, the last step exported, its one perplexity that of the sentence context."""
+    numbers = {"forward": 9.5, "backward": 8.5, "mean": 9.0, "predicted_tokens": 40}
+    old = {"steps": 80, "epochs": 1.5, "train_tokens_per_s": 12.5, "train_tokens_timed": 800}
+    old |= {
+        "vocab_size": 50,
+        "parameters": 99,
+        "heldout": {"h.txt": {"path": "h.txt", "sentences": 4, **numbers}},
+    }
+    (tmp_path / "metrics.json").write_text(json.dumps(old))
+    metrics = PretrainMetrics.read(tmp_path / "metrics.json")
+    assert (metrics.processes, metrics.exported_step) == (1, 80)
+    scores = metrics.heldout["h.txt"]
+    assert (scores.context, scores.contexts, scores.documents) == ("sentence", {"sentence": numbers}, None)
+    shipped = REPO / "data" / "bilm_news" / "metrics.json"
+    if shipped.is_file():
+        assert PretrainMetrics.read(shipped).processes == 1
