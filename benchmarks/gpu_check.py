@@ -133,8 +133,10 @@ def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
     )
     if code != 0:
         return failed("pretrain bilm_news.yaml", log)
-    metrics = json.loads((out / "metrics.json").read_text())
-    whole_run, logged = metrics.get("train_tokens_per_s"), last_logged(out, "train/device/items_per_sec")
+    from ner_app.pretrain.metrics import PretrainMetrics
+
+    metrics = PretrainMetrics.read(out / "metrics.json")
+    whole_run, logged = metrics.train_tokens_per_s, last_logged(out, "train/device/items_per_sec")
     if whole_run:
         shown = f"{whole_run:,.0f} tokens/s (metrics.json, one direction)"
     elif logged:

@@ -3,9 +3,9 @@ field's type, with one-line errors that name the file and the dotted key.
 
 One reader for every file whose layout is a dataclass (the config trees, a tagger spec, ...): a new field is
 only a new annotated field. Supported types: bool, int, float (an int is taken), str, ``Literal``, ``X | None``,
-``list[X]`` (or ``Sequence[X]``), ``tuple[X, ...]`` and dataclasses, nested. A missing key takes the field's
-default; a field without a default is required. A field may carry its own check (``checked``: bounds, a
-pattern), which then reads its value. A ``Reader`` says which error to raise and where a key's value came from;
+``list[X]`` (or ``Sequence[X]``), ``tuple[X, ...]``, ``dict[str, X]``, dataclasses and ``TypedDict``s (every key
+required), nested. A missing key takes the field's default; a field without a default is required. A field may
+carry its own check (``checked``: bounds, a pattern), which then reads its value. A ``Reader`` says which error to raise and where a key's value came from;
 subclasses change the wording (``ner_app.config.load`` names overrides, expands ``${VAR}``).
 """
 
@@ -110,7 +110,7 @@ def type_name(tp: Any) -> str:
         return "a list of strings" if item is str else f"a list of {type_name(item)}"
     if origin is dict:
         return f"a mapping of {type_name(typing.get_args(tp)[1])}"
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) or typing.is_typeddict(tp):
         return "a mapping"
     return getattr(tp, "__name__", repr(tp))
 
@@ -135,6 +135,8 @@ def read_value(tp: Any, value: Any, key: str, reader: Reader, shown: Any = None)
         return value
     if dataclasses.is_dataclass(tp):
         return read_record(typing.cast(type, tp), value, reader, key)
+    if typing.is_typeddict(tp):
+        return _read_typeddict(tp, value, key, reader)
     if origin is dict:
         if not isinstance(value, Mapping):
             raise reader.not_a_mapping(key, value)
@@ -162,6 +164,25 @@ def read_value(tp: Any, value: Any, key: str, reader: Reader, shown: Any = None)
     if tp is float:
         return float(value)
     return reader.text(value, key) if tp is str else value
+
+
+def _read_typeddict(tp: Any, value: Any, key: str, reader: Reader) -> dict[str, Any]:
+    """A ``TypedDict`` (every key required) from mapping ``value``, each value checked against its type, in the
+    mapping's order."""
+    if not isinstance(value, Mapping):
+        raise reader.not_a_mapping(key, value)
+    types_ = hints(tp)
+    unknown = sorted(str(k) for k in value if k not in types_)
+    if unknown and not reader.ignore_unknown:
+        raise reader.unknown(f"{key}.{unknown[0]}" if key else unknown[0], key, list(types_))
+    missing = [name for name in types_ if name not in value]
+    if missing:
+        raise reader.missing(f"{key}.{missing[0]}" if key else missing[0], key, list(types_), value)
+    names = [str(k) for k in value if k in types_]
+    return {
+        name: read_value(types_[name], value[name], f"{key}.{name}" if key else name, reader)
+        for name in names
+    }
 
 
 def read_record(cls: type[_T], data: Any, reader: Reader, prefix: str = "") -> _T:

@@ -35,7 +35,7 @@ from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
 from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, resumed_step, run_identity
 from ner_app.runtime.throughput import TrainingThroughput
-from ner_app.runtime.trainer import build_trainer
+from ner_app.runtime.trainer import build_trainer, fit_log_interval
 
 log = logging.getLogger("ner_app")
 
@@ -123,6 +123,7 @@ def _pretrain(cfg: BilmPretrainConfig, run_dir: Path, last: Path, resume: bool) 
         trainer.world_size,
     )
     position.batches = train
+    fit_log_interval(trainer, len(train))  # a corpus shorter than the interval logs every epoch, unwarned
     module = _language_model(cfg, vocab, corpus, train, resume, trainer)
     trainer.fit(
         module,

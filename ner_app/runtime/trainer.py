@@ -63,18 +63,35 @@ def build_trainer(
 
 class FittedLogInterval(Callback):
     """Lightning logs a training step every ``log_every_n_steps`` optimiser steps, and warns when an epoch has
-    fewer batches than that. The interval used is at most half an epoch's batches (after
-    ``limit_train_batches``, on this rank): an epoch of two or more batches then logs at least two steps, which
-    the run report's throughput needs, and Lightning has nothing to warn about. A data set of at least twice
-    the interval asked for keeps it. Set before the fit loop reads its data."""
+    fewer batches than that. On a DataModule's data (the tagger's epochs) the interval used is at most half an
+    epoch's batches (after ``limit_train_batches``, on this rank): an epoch of two or more batches then logs at
+    least two steps, which the run report's throughput needs, and Lightning has nothing to warn about. A data
+    set of at least twice the interval asked for keeps it. On a loader passed to ``fit`` (pretraining's streams,
+    counted in steps across epochs) the caller sets ``batches`` (``fit_log_interval``) and the interval is at
+    most one epoch's batches, so a corpus of at least one interval keeps it. Set before the fit loop reads its
+    data."""
 
     def __init__(self, every: int) -> None:
         self.every = every
+        self.batches: int | None = None  # one epoch's batches on this rank of a loader passed to fit
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         batches = training_batches(trainer)
-        every = self.every if batches is None else fitted_interval(self.every, batches)
+        if batches is not None:
+            every = fitted_interval(self.every, batches)
+        elif self.batches is not None:
+            every = max(1, min(self.every, limited(trainer, self.batches)))
+        else:
+            every = self.every
         trainer.log_every_n_steps = every  # type: ignore[attr-defined]  # set by Lightning at init, not declared
+
+
+def fit_log_interval(trainer: pl.Trainer, batches: int) -> None:
+    """Fit the logging interval of ``trainer`` to a loader of ``batches`` batches an epoch on this rank, passed
+    to ``fit`` directly (not through a DataModule, whose length ``FittedLogInterval`` reads itself)."""
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]  # Lightning's, not declared on Trainer
+        if isinstance(callback, FittedLogInterval):
+            callback.batches = batches
 
 
 def fitted_interval(every: int, batches: int) -> int:
@@ -89,8 +106,11 @@ def training_batches(trainer: pl.Trainer) -> int | None:
     if datamodule is None:
         return None
     batches = sized_len(datamodule.train_dataloader())
-    if batches is None:
-        return None
+    return None if batches is None else limited(trainer, batches)
+
+
+def limited(trainer: pl.Trainer, batches: int) -> int:
+    """``batches`` after the trainer's ``limit_train_batches``."""
     limit = trainer.limit_train_batches
     if isinstance(limit, int):
         return min(batches, limit)

@@ -1,17 +1,22 @@
-"""The manifest of an ONNX export (``onnx.json``): under its own checksum, and every field checked before a
-graph runs, so that an edited manifest is refused at load in one line instead of tagging wrongly or failing
-at the first prediction. Torch-free, like ``onnx_predictor``."""
+"""The manifest of an ONNX export (``onnx.json``): a typed record (``OnnxManifest``, read by
+``ner_app.records``: a key of the wrong type is one line naming it), under its own checksum, and every field
+checked before a graph runs, so that an edited manifest is refused at load in one line instead of tagging
+wrongly or failing at the first prediction. Torch-free, like ``onnx_predictor``."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ner_app.errors import NerAppError
 from ner_app.files import canonical_sha256
+from ner_app.records import Reader, checked, read_record
 from ner_app.text.tags import SCHEMES, is_tag, normalize_scheme, scheme_tags, split_tag
+from ner_app.text.vocab import Vocab
 
 MANIFEST_SUM = "manifest_sha256"  # the key holding the sha256 of every other key (``canonical_sha256``)
 MAX_WORD_CHARS = 1000  # a token's characters the char CNN may see: far above what any export uses (30)
@@ -34,6 +39,91 @@ ELMO_CHAR_LAYOUT: dict[str, Any] = {
 
 class OnnxModelError(NerAppError):
     """A folder that is not a readable ONNX export, or onnxruntime missing."""
+
+
+class _ManifestReader(Reader):
+    """onnx.json's wording: ``FILE: key 'spec.scheme': expected str, found int 3; export the model again``.
+    Keys the predictor does not read (the sizes of the tagger's layers, the biLM's files, opset, torch) are
+    skipped: they are still under the manifest's checksum."""
+
+    ignore_unknown = True
+
+    def __init__(self, source: str) -> None:
+        super().__init__(OnnxModelError, source)
+
+    def error(self, key: str, msg: str) -> NerAppError:
+        return super().error(key, f"{msg}; export the model again")
+
+    def missing(self, key: str, prefix: str, names: Sequence[str], data: Mapping[str, Any]) -> NerAppError:
+        return self.error(key, "missing")
+
+
+@dataclass(frozen=True)
+class ManifestVocab:
+    """A vocabulary as the spec writes it: its entries without the specials, in id order."""
+
+    tokens: tuple[str, ...]
+    specials: bool
+    lowercase: bool
+
+    def build(self) -> Vocab:
+        return Vocab(self.tokens, specials=self.specials, lowercase=self.lowercase)
+
+
+@dataclass(frozen=True)
+class ManifestVocabs:
+    """The spec's vocabularies the predictor encodes with and decodes to."""
+
+    words: ManifestVocab
+    chars: ManifestVocab
+    tags: ManifestVocab
+
+
+@dataclass(frozen=True)
+class CharWidth:
+    """Of the tagger's sizes, the one the predictor checks: the char CNN's widest filter."""
+
+    char_width: int
+
+
+@dataclass(frozen=True)
+class ManifestSpec:
+    """What the predictor reads of the tagger spec (``TaggerSpec.to_json``): vocabularies, schemes, the
+    characters of a token the char CNN sees."""
+
+    vocab: ManifestVocabs
+    scheme: str
+    source_scheme: str
+    max_word_chars: int
+    model: CharWidth
+
+
+@dataclass(frozen=True)
+class Graphs:
+    """The ONNX files: the tagger's, and the biLM's (None without ELMo)."""
+
+    tagger: str
+    bilm: str | None = None
+
+
+@dataclass(frozen=True)
+class OnnxManifest:
+    """``onnx.json``: the format, the spec, the graphs and the CRF's file, the char layout of the biLM graph
+    (None without ELMo; kept as written, ``check_elmo_chars`` reads it once the checksum holds), every file's
+    sha256 and the manifest's own (``MANIFEST_SUM``)."""
+
+    format: str
+    spec: ManifestSpec
+    graphs: Graphs
+    crf: str
+    sha256: dict[str, str]
+    elmo_chars: Any = field(default=None, metadata=checked(lambda value, key, reader: value))
+    manifest_sha256: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any, source: str) -> OnnxManifest:
+        """The record of parsed JSON ``data``; one ``OnnxModelError`` naming ``source`` and the key otherwise."""
+        return read_record(cls, data, _ManifestReader(source))
 
 
 def with_checksum(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ are batched as predict batches them (``budget_batches``: by length, at most ``ba
 ``max_tokens`` padded tokens a batch; longer sentences in pieces of ``ner_app.text.pieces.MAX_TOKENS``); the
 biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``). ``tag_lines`` gives the
 records of ``text/records.py``.
-This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors).
+This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors, records).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from ner_app.files import read_json, sha256_file
 from ner_app.serve.onnx_crf import marginals, viterbi
 from ner_app.serve.onnx_manifest import (
+    OnnxManifest,
     OnnxModelError,
     check_checksum,
     check_crf,
@@ -31,25 +32,9 @@ from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budg
 from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
 from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
-from ner_app.text.vocab import Vocab
 
 ONNX_FORMAT = "ner_app.onnx/1"  # what tagger/onnx_export.py writes (a test keeps the two equal)
 MAX_MANIFEST_BYTES = 1 << 29  # onnx.json holds the vocabularies, like tagger.json
-
-
-def _field(data: Any, key: str, kind: type | tuple[type, ...], source: str) -> Any:
-    """``data[key]`` of type ``kind``, or one line naming the key."""
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise OnnxModelError(f"{source}: key '{key}' is missing or of the wrong type; export the model again")
-    return value
-
-
-def _vocab(vocab: Any, key: str, source: str) -> Vocab:
-    entry = _field(vocab, key, dict, source)
-    tokens = _field(entry, "tokens", list, source)
-    specials, lowercase = (_field(entry, k, bool, source) for k in ("specials", "lowercase"))
-    return Vocab([str(t) for t in tokens], specials=specials, lowercase=lowercase)
 
 
 class OnnxPredictor:
@@ -78,33 +63,31 @@ class OnnxPredictor:
         if not isinstance(manifest, dict) or manifest.get("format") != ONNX_FORMAT:
             found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
             raise OnnxModelError(f"{path}: format {found!r} is not {ONNX_FORMAT!r}; export the model again")
+        record = OnnxManifest.from_json(manifest, str(path))
         try:
             import onnxruntime as ort  # type: ignore[import-untyped]  # it ships no type information
         except ImportError:
             raise OnnxModelError("onnxruntime is not installed: pip install onnxruntime") from None
-        sums = _field(manifest, "sha256", dict, str(path))
+        sums = record.sha256
         for name, digest in sums.items():
             if Path(name).name != name or name in ("", ".", ".."):  # an export is one flat folder
                 raise OnnxModelError(f"{path}: {name!r} is not a file name inside the export")
             if not (root / name).is_file() or sha256_file(root / name) != digest:
                 raise OnnxModelError(f"{root / name}: missing or changed after export (sha256 differs)")
         check_checksum(manifest, str(path))  # the manifest itself: its tags, sizes and char layout
-        spec = _field(manifest, "spec", dict, str(path))
-        vocab = _field(spec, "vocab", dict, str(path))
-        self.words, self.chars = _vocab(vocab, "words", str(path)), _vocab(vocab, "chars", str(path))
-        self.tags = _vocab(vocab, "tags", str(path))
-        self.scheme, self.source_scheme = (
-            _field(spec, k, str, str(path)) for k in ("scheme", "source_scheme")
+        spec = record.spec
+        self.words, self.chars = spec.vocab.words.build(), spec.vocab.chars.build()
+        self.tags = spec.vocab.tags.build()
+        self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
+        self.max_word_chars = spec.max_word_chars
+        tags = list(spec.vocab.tags.tokens)  # as written: the Vocab drops repeats and adds specials
+        check_spec(
+            tags, self.scheme, self.source_scheme, self.max_word_chars, spec.model.char_width, str(path)
         )
-        self.max_word_chars: int = _field(spec, "max_word_chars", int, str(path))
-        sizes = spec.get("model")
-        char_width = sizes.get("char_width") if isinstance(sizes, dict) else None
-        tags = vocab["tags"]["tokens"]  # as written: the Vocab drops repeats and adds specials
-        check_spec(tags, self.scheme, self.source_scheme, self.max_word_chars, char_width, str(path))
         if self.tags.itos != tags:
             raise OnnxModelError(f"{path}: spec.vocab.tags has specials; export the model again")
         self.batch_size, self.max_tokens = batch_size, max_tokens
-        graphs = _field(manifest, "graphs", dict, str(path))
+        graphs = record.graphs
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only
         if threads:
@@ -123,17 +106,15 @@ class OnnxPredictor:
             except Exception as err:  # onnxruntime's own exception types vary by version
                 raise OnnxModelError(f"{root / name}: onnxruntime cannot load it ({err})") from None
 
-        self.tagger_graph = session(_field(graphs, "tagger", str, str(path)))
-        self.bilm_graph = (
-            None if graphs.get("bilm") is None else session(_field(graphs, "bilm", str, str(path)))
-        )
+        self.tagger_graph = session(graphs.tagger)
+        self.bilm_graph = None if graphs.bilm is None else session(graphs.bilm)
         self._elmo_chars: dict[str, Any] | None = None
         if self.bilm_graph is not None:
-            layout = manifest.get("elmo_chars")
+            layout = record.elmo_chars
             check_elmo_chars(layout, str(path))
             self._elmo_chars = layout
             self._elmo_ids = functools.lru_cache(maxsize=200_000)(self._token_elmo_ids)
-        crf, k = checked(_field(manifest, "crf", str, str(path))), len(self.tags)
+        crf, k = checked(record.crf), len(self.tags)
         try:
             with np.load(crf, allow_pickle=False) as arrays:
                 self.crf = tuple(arrays[name].astype(np.float32) for name in ("start", "transitions", "end"))

@@ -3,7 +3,6 @@
 alone, the domain phase's start). Each loads, round-trips, and behaves like a trained language model's encoder
 should."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import torch
 
 from ner_app.bilm import batch_to_ids, load_bilm, read_options, save_bilm
 from ner_app.config.load import BilmPretrainConfig, load_config
+from ner_app.pretrain.metrics import PretrainMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "bilm"
@@ -35,13 +35,14 @@ def test_shipped_bilm_is_the_elmo_default_and_loads() -> None:
 @BOTH
 def test_shipped_bilm_loads_and_its_record_matches(folder: Path) -> None:
     options = read_options(folder / "options.json")
-    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics = PretrainMetrics.read(folder / "metrics.json")
     bilm = shipped(folder)
-    assert sum(p.numel() for p in bilm.parameters()) == options.num_parameters() == metrics["parameters"]
+    assert sum(p.numel() for p in bilm.parameters()) == options.num_parameters() == metrics.parameters
     assert bilm.num_layers == 3 and bilm.output_dim == 256
     # a trained model: every held-out perplexity recorded is finite and far below the 50k-word uniform
-    for result in metrics["heldout"].values():
-        assert 1.0 < result["forward"] < 1000.0 and 1.0 < result["backward"] < 1000.0
+    for scores in metrics.heldout.values():
+        for result in scores.contexts.values():
+            assert 1.0 < result["forward"] < 1000.0 and 1.0 < result["backward"] < 1000.0
 
 
 @BOTH

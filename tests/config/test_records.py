@@ -4,7 +4,7 @@ source and the key, defaults for missing keys, field checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import pytest
 
@@ -107,3 +107,34 @@ def test_a_reader_may_skip_unknown_keys() -> None:
 
     out = read_record(Inner, {"name": "x", "later": [1]}, Lenient(RecordError, "f"))
     assert out == Inner("x")
+
+
+class Counts(TypedDict):
+    tokens: int
+    rate: float
+
+
+@dataclass(frozen=True)
+class WithCounts:
+    by_name: dict[str, Counts]
+
+
+def test_a_typeddict_reads_in_the_mapping_order_with_every_key_required() -> None:
+    reader = Reader(RecordError, "f.json")
+    out = read_record(WithCounts, {"by_name": {"a": {"rate": 2, "tokens": 3}}}, reader)
+    assert out.by_name == {"a": {"rate": 2.0, "tokens": 3}} and list(out.by_name["a"]) == ["rate", "tokens"]
+    assert isinstance(out.by_name["a"]["rate"], float)
+    bad = {
+        "f.json: key 'by_name.a': expected an object, found int 1": {"a": 1},
+        "f.json: key 'by_name.a.tokens': expected int, found str '3'": {"a": {"tokens": "3", "rate": 1.0}},
+        "f.json: unknown key 'by_name.a.x' (known keys in 'by_name.a': rate, tokens)": {
+            "a": {"tokens": 3, "rate": 1.0, "x": 0}
+        },
+        "f.json: key 'by_name.a': expected the keys ['rate', 'tokens'], found ['tokens']": {
+            "a": {"tokens": 3}
+        },
+    }
+    for message, value in bad.items():
+        with pytest.raises(RecordError) as err:
+            read_record(WithCounts, {"by_name": value}, reader)
+        assert str(err.value) == message

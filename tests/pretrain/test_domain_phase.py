@@ -21,6 +21,7 @@ from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import read_corpus
 from ner_app.pretrain.documents import first_sentences, read_documents, split_documents
 from ner_app.pretrain.heldout import document_batches, sentence_batches
+from ner_app.pretrain.metrics import PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
@@ -160,15 +161,11 @@ def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(
     init = REPO / "data" / "bilm_news" / "weights.hdf5"
     overrides = domain_overrides(tmp_path, corpus, init, steps=2)
     assert main(["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_domain.yaml"), *overrides]) == 0
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    result = metrics["heldout"]["heldout.txt"]
-    assert result["context"] == "document" and set(result["contexts"]) == {"document", "sentence"}
-    assert result["documents"] == 5 and result["sentences"] == 20
-    assert (
-        result["contexts"]["document"]["predicted_tokens"]
-        == result["contexts"]["sentence"]["predicted_tokens"]
-    )
-    assert all(math.isfinite(r["mean"]) for r in result["contexts"].values())
+    result = PretrainMetrics.read(tmp_path / "run" / "metrics.json").heldout["heldout.txt"]
+    assert result.context == "document" and set(result.contexts) == {"document", "sentence"}
+    assert result.documents == 5 and result.sentences == 20
+    assert result.contexts["document"]["predicted_tokens"] == result.contexts["sentence"]["predicted_tokens"]
+    assert all(math.isfinite(r["mean"]) for r in result.contexts.values())
     # Round trip through the exported files: bilm-perplexity reproduces the run's own numbers.
     out = tmp_path / "ppl.json"
     args = [
@@ -186,7 +183,7 @@ def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(
     printed, err = capsys.readouterr()
     assert json.loads(printed) == json.loads(out.read_text()) and "| held-out file |" in err
     assert (again["sentences"], again["documents"]) == (20, 5)
-    for context, numbers in result["contexts"].items():
+    for context, numbers in result.contexts.items():
         for key in ("forward", "backward", "predicted_tokens"):
             assert again["contexts"][context][key] == pytest.approx(numbers[key], rel=1e-9), (context, key)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import csv
 import math
+import warnings
 from pathlib import Path
 
 import h5py
@@ -20,6 +21,7 @@ from ner_app.errors import NerAppError
 from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
 from ner_app.pretrain.documents import read_sentences
 from ner_app.pretrain.heldout import sentence_batches
+from ner_app.pretrain.metrics import PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
@@ -328,19 +330,45 @@ def test_cli_end_to_end_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture
     run = tmp_path / "run"
     for name in ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt", "metrics.json", "config.yaml"):
         assert (run / name).is_file(), name
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["steps"] == 6
-    assert metrics["heldout"]["valid.txt"]["predicted_tokens"] == 4  # n + 1 per direction
+    metrics = PretrainMetrics.read(run / "metrics.json")
+    assert metrics.steps == 6
+    assert metrics.heldout["valid.txt"].contexts["sentence"]["predicted_tokens"] == 4  # n + 1 per direction
     assert "valid.txt (sentence context): perplexity forward" in capsys.readouterr().out
     vocab = SoftmaxVocab.load(run / "vocab.txt")
     windows = len(StreamBatches(read_corpus(corpus), vocab, batch_size=16, unroll_steps=10))
     assert windows > 6
     assert main([*args, "--resume", *overrides, f"train.max_steps={windows + 2}"]) == 0
-    assert json.loads((run / "metrics.json").read_text())["steps"] == windows + 2
+    assert PretrainMetrics.read(run / "metrics.json").steps == windows + 2
     # The resumed run went on from window 6 to the end of epoch 0, then 2 windows of epoch 1 (a new shuffle).
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "window": 2}]
     assert len(checkpoint["carried_states"]["backward"]) == 2  # (h, c) of each of the 2 layers, carried
+
+
+def test_a_corpus_shorter_than_the_logging_interval_logs_without_a_warning(tmp_path: Path) -> None:
+    """bilm_tiny.yaml logs every 10 steps; on a corpus of fewer windows an epoch the interval follows the
+    streams: Lightning does not warn about ``log_every_n_steps``, and the loss is logged once an epoch."""
+    corpus = write_grammar(tmp_path / "train.txt", 60, seed=0)
+    heldout = write_grammar(tmp_path / "heldout.txt", 5, seed=1)
+    cfg = load_config(
+        REPO / "configs" / "bilm_tiny.yaml",
+        tiny_overrides(tmp_path, corpus, [heldout], steps=12),
+        schema=BilmPretrainConfig,
+    )
+    assert cfg.train.log_every_n_steps == 10
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_pretraining(cfg)["steps"] == 12
+    messages = [str(w.message) for w in caught]
+    assert not any("log_every_n_steps" in m or "logging interval" in m for m in messages), messages
+    run = tmp_path / "run"
+    windows = len(StreamBatches(read_corpus(corpus), SoftmaxVocab.load(run / "vocab.txt"), 16, 10))
+    assert 2 <= windows < 10  # the epoch is shorter than the interval asked for
+    with open(run / "logs" / "metrics.csv", newline="", encoding="utf-8") as f:
+        logged = [int(r["step"]) for r in csv.DictReader(f) if r.get("train_loss")]
+    assert len(logged) == 12 // windows and all(
+        b - a == windows for a, b in zip(logged, logged[1:], strict=False)
+    ), logged
 
 
 def test_resume_may_add_early_stopping(tmp_path: Path) -> None:
@@ -353,10 +381,10 @@ def test_resume_may_add_early_stopping(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert not (run / "checkpoints" / "best.ckpt").exists()
     assert main([*args, "--resume", *overrides, "train.max_steps=10", "train.patience=2"]) == 0
-    metrics = json.loads((run / "metrics.json").read_text())
+    metrics = PretrainMetrics.read(run / "metrics.json")
     best = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
-    assert 4 < best["global_step"] <= metrics["steps"] <= 10  # best tracked from the resume on
-    assert metrics["exported_step"] == best["global_step"]
+    assert 4 < best["global_step"] <= metrics.steps <= 10  # best tracked from the resume on
+    assert metrics.exported_step == best["global_step"]
 
 
 def test_news_config_runs_at_tiny_scale(tmp_path: Path) -> None:
@@ -366,9 +394,9 @@ def test_news_config_runs_at_tiny_scale(tmp_path: Path) -> None:
     overrides = [*tiny_overrides(tmp_path, corpus, [heldout], steps=3), "train.threads=1"]
     overrides += ["train.max_time_minutes=null", "train.enable_progress_bar=false"]
     assert main(["pretrain-bilm", "--config", str(REPO / "configs" / "bilm_news.yaml"), *overrides]) == 0
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["steps"] == 3 and metrics["parameters"] == 2_996_448
-    assert math.isfinite(metrics["heldout"]["heldout.txt"]["mean"])
+    metrics = PretrainMetrics.read(tmp_path / "run" / "metrics.json")
+    assert metrics.steps == 3 and metrics.parameters == 2_996_448
+    assert math.isfinite(metrics.heldout["heldout.txt"].contexts["sentence"]["mean"])
 
 
 def test_cli_bad_corpus_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,6 @@ with its default, the Python examples run, and the benchmarks' smoke commands ru
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shlex
@@ -24,6 +23,7 @@ import pytest
 
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, TrainConfig
+from ner_app.pretrain.metrics import PretrainMetrics
 from tests.helpers import SHARED, shared_path
 from tests.system.docs_parsing import anchors, code_blocks, commands_in, documented, pages, prose
 
@@ -376,4 +376,4 @@ def test_tiny_pretraining_commands_run(tmp_path: Path, monkeypatch: pytest.Monke
         argv = shlex.split(as_documented(command))
         assert argv[:3] == ["python", "-m", "ner_app"]
         assert main([*argv[3:], f"output_dir={tmp_path / 'run'}"]) == 0  # output to tmp_path, not runs/
-        assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == steps
+        assert PretrainMetrics.read(tmp_path / "run" / "metrics.json").steps == steps

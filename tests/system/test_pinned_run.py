@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import train
+from ner_app.pretrain.metrics import PretrainMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 # configs/tiny.yaml, 5 epochs, no layer cache, one thread: measured on the code before the redesign.
@@ -85,9 +86,9 @@ def test_tiny_pretraining_is_bit_identical_to_the_pinned_one(tmp_path: Path) -> 
         rows = list(csv.DictReader(f))
     assert [r["train_loss"] for r in rows if r.get("train_loss")][-1] == PINNED_PRETRAIN["loss"]
     assert [r["val_ppl"] for r in rows if r.get("val_ppl")] == PINNED_PRETRAIN["val_ppl"]
-    result = json.loads((run / "metrics.json").read_text(encoding="utf-8"))["heldout"]["heldout.txt"]
-    assert result["contexts"]["sentence"]["mean"] == PINNED_PRETRAIN["sentence"]
-    assert result["contexts"]["document"]["mean"] == PINNED_PRETRAIN["document"]
+    result = PretrainMetrics.read(run / "metrics.json").heldout["heldout.txt"]
+    assert result.contexts["sentence"]["mean"] == PINNED_PRETRAIN["sentence"]
+    assert result.contexts["document"]["mean"] == PINNED_PRETRAIN["document"]
     digest = hashlib.sha256()
     with h5py.File(run / "weights.hdf5", "r") as f:
         names: list[str] = []

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
 from ner_app.pretrain.documents import read_sentences
 from ner_app.pretrain.heldout import sentence_batches, shard_batches
+from ner_app.pretrain.metrics import PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
@@ -136,8 +136,8 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.
 def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.CaptureFixture[str]) -> None:
     tmp_path, result = ddp_run
     run = tmp_path / "ddp"
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["processes"] == 2 and metrics["steps"] == STEPS
+    metrics = PretrainMetrics.read(run / "metrics.json")
+    assert metrics.processes == 2 and metrics.steps == STEPS
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("metrics.json")) == [
         "ddp/metrics.json"
     ]
@@ -150,8 +150,8 @@ def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.
     module = BilmLanguageModel.load_from_checkpoint(run / "checkpoints" / "last.ckpt", map_location="cpu")
     vocab = SoftmaxVocab.load(run / "vocab.txt")
     alone = evaluate(module, sentence_batches(read_sentences(tmp_path / "heldout.txt"), vocab, 16))
-    ddp = metrics["heldout"]["heldout.txt"]
-    assert {k: ddp[k] for k in alone} == alone
+    ddp = metrics.heldout["heldout.txt"].contexts["sentence"]
+    assert ddp == alone
     with h5py.File(run / "softmax.hdf5", "r") as f:
         assert np.array_equal(f["softmax/W"][...], module.softmax.W.detach().numpy())
     # One process reading the same 2 x 4 streams (8 of its own) reaches a comparable perplexity.
@@ -188,7 +188,7 @@ def test_two_processes_resume_exactly(tmp_path: Path) -> None:
     for key, value in whole["state_dict"].items():
         assert torch.equal(resumed["state_dict"][key], value), key
     for name in ("whole", "half"):
-        assert json.loads((tmp_path / name / "metrics.json").read_text())["steps"] == STEPS
+        assert PretrainMetrics.read(tmp_path / name / "metrics.json").steps == STEPS
 
 
 def test_bad_distribution_keys_are_one_line_errors(

@@ -17,6 +17,7 @@ import torch
 
 import train
 from ner_app.cli.commands import main
+from ner_app.pretrain.metrics import PretrainMetrics
 from tests.helpers import tiny_overrides, write_grammar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,7 +259,7 @@ def test_pretrain_resume_is_exact(tmp_path: Path, stop: int) -> None:
             resume = ["--resume"] if i else []
             assert main([*config, *resume, *overrides, f"train.max_steps={steps}"]) == 0
         run = tmp_path / name / "run"
-        results.append((final_state(run), json.loads((run / "metrics.json").read_text())["heldout"]))
+        results.append((final_state(run), PretrainMetrics.read(run / "metrics.json").heldout))
     assert_same_weights(results[0][0], results[1][0])
     assert results[0][1] == results[1][1]
 

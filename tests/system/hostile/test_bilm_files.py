@@ -101,3 +101,84 @@ def test_any_flipped_byte_in_a_weight_file_loads_or_is_one_error(tmp_path: Path)
         except NerAppError:
             outcomes["refused"] += 1
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == len(positions)
+
+
+def _pretrain_metrics() -> dict:
+    """A pretraining metrics.json as ``PretrainMetrics.save`` writes it (one held-out file, two contexts)."""
+    sentence = {"forward": 7.25, "backward": 7.5, "mean": 7.375, "predicted_tokens": 120}
+    document = {"forward": 6.5, "backward": 6.75, "mean": 6.625, "predicted_tokens": 120}
+    heldout = {"path": "h.txt", "sentences": 20, "documents": 3, "context": "sentence", **sentence}
+    heldout["contexts"] = {"sentence": sentence, "document": document}
+    plain = {"steps": 30, "epochs": 1.25, "processes": 1, "train_tokens_per_s": None, "train_tokens_timed": 0}
+    return {**plain, "vocab_size": 50, "parameters": 99, "exported_step": 30, "heldout": {"h.txt": heldout}}
+
+
+def _drop(key: str):
+    return lambda m: m.pop(key)
+
+
+PRETRAIN_METRICS = {
+    "steps a string": (lambda m: m.update(steps="30"), "key 'steps': expected int, found str '30'"),
+    "steps missing": (_drop("steps"), "key 'steps': missing (expected the record a pretraining run writes)"),
+    "a bool for a count": (lambda m: m.update(parameters=True), "key 'parameters': expected int, found bool"),
+    "unknown key": (lambda m: m.update(loss=1.0), "unknown key 'loss'"),
+    "heldout a list": (lambda m: m.update(heldout=[]), "key 'heldout': expected an object, found list []"),
+    "perplexity a string": (
+        lambda m: m["heldout"]["h.txt"]["contexts"]["document"].update(mean="low"),
+        "key 'heldout.h.txt.contexts.document.mean': expected float, found str 'low'",
+    ),
+    "perplexity missing": (
+        lambda m: m["heldout"]["h.txt"]["contexts"]["document"].pop("predicted_tokens"),
+        "key 'heldout.h.txt.contexts.document.predicted_tokens': missing",
+    ),
+    "context not scored": (
+        lambda m: m["heldout"]["h.txt"].update(context="paragraph"),
+        "key 'heldout.h.txt.context': expected one of the contexts (document, sentence), found str 'paragraph'",
+    ),
+    "flat numbers not the context's": (
+        lambda m: m["heldout"]["h.txt"].update(mean=1.0),
+        "key 'heldout.h.txt.mean': expected 7.375 (its sentence context's), found float 1.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PRETRAIN_METRICS))
+def test_a_malformed_pretraining_metrics_file_is_one_line(tmp_path: Path, case: str) -> None:
+    """``PretrainMetrics.read``: a malformed pretraining metrics.json is one line naming the file and the key."""
+    from ner_app.pretrain.metrics import PretrainMetrics, PretrainMetricsError
+
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(_pretrain_metrics()))
+    assert PretrainMetrics.read(path).steps == 30  # the untouched record reads
+    metrics = _pretrain_metrics()
+    edit, message = PRETRAIN_METRICS[case]
+    edit(metrics)
+    path.write_text(json.dumps(metrics))
+    with pytest.raises(PretrainMetricsError) as refused:
+        PretrainMetrics.read(path)
+    text = str(refused.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "not valid JSON"),
+        (b"[1, 2]", "expected an object, found list"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"heldout": ' + b"[" * 100 + b"]" * 100 + b"}", "nested deeper than 32 levels"),
+    ],
+)
+def test_a_pretraining_metrics_file_that_is_no_record_is_one_line(
+    tmp_path: Path, content: bytes, message: str
+):
+    from ner_app.pretrain.metrics import PretrainMetrics
+
+    path = tmp_path / "metrics.json"
+    path.write_bytes(content)
+    with pytest.raises(NerAppError) as refused:
+        PretrainMetrics.read(path)
+    assert str(refused.value).startswith(str(path)) and message in str(refused.value), refused.value
+    assert "\n" not in str(refused.value)
+    with pytest.raises(NerAppError, match="not found .expected the metrics.json of a pretraining run."):
+        PretrainMetrics.read(tmp_path / "nothing.json")

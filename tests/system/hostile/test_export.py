@@ -213,6 +213,38 @@ def test_a_tampered_onnx_manifest_is_refused_at_load(onnx_folder: Path, tmp_path
     assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
+ONNX_MALFORMED = {
+    "tags a string": (
+        lambda m, f: m["spec"]["vocab"]["tags"].update(tokens="B-PER"),
+        "key 'spec.vocab.tags.tokens': expected a list of strings, found str 'B-PER'",
+    ),
+    "no tagger graph": (lambda m, f: m["graphs"].pop("tagger"), "key 'graphs.tagger': missing"),
+    "max_word_chars a float": (
+        lambda m, f: m["spec"].update(max_word_chars=30.0),
+        "key 'spec.max_word_chars': expected int, found float 30.0",
+    ),
+    "crf a number": (lambda m, f: m.update(crf=3), "key 'crf': expected str, found int 3"),
+    "no spec": (lambda m, f: m.pop("spec"), "key 'spec': missing"),
+}
+
+
+@pytest.mark.parametrize("case", list(ONNX_MALFORMED))
+@pytest.mark.parametrize("resum", [False, True])
+def test_a_malformed_onnx_manifest_is_one_line_naming_the_key(
+    onnx_folder: Path, tmp_path: Path, case: str, resum: bool
+) -> None:
+    """onnx.json is read as a typed record (``OnnxManifest``): a key of the wrong type, or missing, is one line
+    naming the file and the key, whether or not its checksums were recomputed."""
+    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+
+    edit, message = ONNX_MALFORMED[case]
+    with pytest.raises(OnnxModelError) as refused:
+        OnnxPredictor(_tampered(onnx_folder, tmp_path, edit, resum=resum))
+    text = str(refused.value)
+    assert text.startswith(str(tmp_path / "onnx" / "onnx.json") + ": ") and message in text, text
+    assert text.endswith("; export the model again") and "\n" not in text
+
+
 def test_an_onnx_manifest_without_its_checksum_is_refused(onnx_folder: Path, tmp_path: Path) -> None:
     from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
 
