@@ -112,8 +112,9 @@ def embed_speed() -> list[list[str]]:
     return rows
 
 
-def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
-    code, seconds, log = run(
+def short_pretraining(out: Path, steps: int, *overrides: str) -> tuple[int, float, str]:
+    """``steps`` steps of ``bilm_news.yaml`` on 2M tokens with a small validation: (exit code, seconds, log)."""
+    return run(
         [
             sys.executable,
             "-m",
@@ -128,9 +129,14 @@ def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
             "data.heldout_max_sentences=64",
             "train.enable_progress_bar=false",
             "data.max_train_tokens=2000000",
+            *overrides,
         ],
         timeout=240,
     )
+
+
+def pretrain_speed(out: Path, steps: int = 200) -> list[str]:
+    code, seconds, log = short_pretraining(out, steps)
     if code != 0:
         return failed("pretrain bilm_news.yaml", log)
     from ner_app.pretrain.metrics import PretrainMetrics

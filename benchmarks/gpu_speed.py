@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import ROOT, SHARED, gpu_name, print_table
-from benchmarks.gpu_check import last_logged, run
+from benchmarks.gpu_check import last_logged, run, short_pretraining
 
 BATCHES = (64, 256, 1024)
 
@@ -126,26 +126,7 @@ def bare_steps(overrides: list[str]) -> tuple[list[list[str]], str]:
 
 
 def pretrain_rate(out: Path, batch: int, steps: int = 100) -> list[str]:
-    code, seconds, log = run(
-        [
-            sys.executable,
-            "-m",
-            "ner_app",
-            "pretrain-bilm",
-            "--config",
-            "configs/bilm_news.yaml",
-            f"output_dir={out}",
-            f"train.max_steps={steps}",
-            f"train.val_every_n_steps={steps}",
-            "train.val_max_sentences=64",
-            "data.heldout_max_sentences=64",
-            "train.enable_progress_bar=false",
-            "data.max_train_tokens=2000000",
-            f"train.batch_size={batch}",
-            "train.accelerator=gpu",
-        ],
-        timeout=240,
-    )
+    code, seconds, log = short_pretraining(out, steps, f"train.batch_size={batch}", "train.accelerator=gpu")
     if code != 0:
         return [f"pretrain, batch {batch}", "FAILED", (log.strip().splitlines() or [""])[-1][:120]]
     logged = last_logged(out, "train/device/items_per_sec")
