@@ -52,6 +52,10 @@ class CRF(nn.Module):
         self.register_buffer("start_allowed", masks[0], persistent=False)
         self.register_buffer("trans_allowed", masks[1], persistent=False)
         self.register_buffer("end_allowed", masks[2], persistent=False)
+        # Calibration (temperature scaling): probabilities (``marginals`` and everything built on them) use
+        # every potential divided by ``temperature``; the Viterbi path is unchanged. 1.0 is uncalibrated. It
+        # is set from the export, never trained.
+        self.temperature = 1.0
 
     def reset_parameters(self) -> None:
         for param in (self.start_transitions, self.transitions, self.end_transitions):
@@ -71,6 +75,13 @@ class CRF(nn.Module):
             torch.where(self.trans_allowed, trans, FORBIDDEN),
             torch.where(self.end_allowed, end, FORBIDDEN),
         )
+
+    def _tempered(self, emissions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Emissions (fp32 or wider) and start, transition and end scores, each divided by ``temperature``:
+        the potentials that probabilities are computed from."""
+        start, trans, end = self._scores()
+        t = self.temperature
+        return self._fp32(emissions) / t, start / t, trans / t, end / t
 
     def _check(
         self, emissions: Tensor, mask: Tensor | None, tags: Tensor | None = None, known: Tensor | None = None
@@ -216,8 +227,7 @@ class CRF(nn.Module):
         """Posterior probability (B, T, K) of each tag at each position by forward-backward; 0 at padding."""
         mask = self._check(emissions, mask)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
-            emissions = self._fp32(emissions)
-            start, trans, end = self._scores()
+            emissions, start, trans, end = self._tempered(emissions)
             alphas = torch.stack(self._alphas(emissions, mask, start, trans), dim=1)  # (B, T, K)
             log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
 
