@@ -69,6 +69,21 @@ TINY_PRETRAIN = [
 
 # documented command (whitespace normalised) -> the test that runs it at tiny scale
 TESTED: dict[str, str] = {
+    "python -m ner_app check-data mine/": "tests/train/test_own_data.py::test_documented_commands",
+    "python -m ner_app check-data --config configs/own_data.yaml": (
+        "tests/train/test_own_data.py::test_documented_commands"
+    ),
+    "python -m ner_app train --config configs/own_data.yaml data.dir=mine": (
+        "tests/train/test_own_data.py::test_documented_commands"
+    ),
+    "python -m ner_app predict --model runs/own_data/export --input news.txt --format labelstudio "
+    "--output pre.json": "tests/train/test_own_data.py::test_documented_commands",
+    "python -m ner_app convert export.jsonl --from doccano --outside unknown --output mine/train.txt": (
+        "tests/train/test_own_data.py::test_documented_convert_outside_unknown"
+    ),
+    "python -m ner_app predict --model runs/tiny/export --input news.txt --format brat --output pre_brat": (
+        "tests/system/hostile/test_check_data.py::test_predict_never_replaces_what_it_did_not_write"
+    ),
     "python -m ner_app convert export.jsonl --from doccano --output mine/train.txt": (
         "tests/text/test_annotation_formats.py::test_documented_commands"
     ),

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The README's "train on your own annotations" (and docs/own_data.md's); training gets tiny-scale overrides.
 COMMANDS = [
     "python -m ner_app check-data mine/",
+    "python -m ner_app check-data --config configs/own_data.yaml",
     "python -m ner_app train --config configs/own_data.yaml data.dir=mine",
     "python -m ner_app predict --model runs/own_data/export --input news.txt --format labelstudio --output pre.json",
 ]
@@ -128,7 +129,6 @@ def test_training_reads_train_outside_unknown_and_dev_in_full(tmp_path):
 
 def test_a_run_trains_on_data_outside_unknown(tmp_path):
     import train
-
     from tests.helpers import train_args
 
     folder = spans_folder(tmp_path)
@@ -136,6 +136,21 @@ def test_a_run_trains_on_data_outside_unknown(tmp_path):
     assert train.main(train_args(run, f"data.dir={folder}", "data.outside=unknown")) == 0
     saved = (run / "config.yaml").read_text()
     assert "outside: unknown" in saved and (run / "metrics.json").is_file()
+
+
+def test_documented_convert_outside_unknown(tmp_path):
+    """docs/partial_annotation.md's command, run as written beside a doccano export."""
+    folder = spans_folder(tmp_path)
+    shutil.copy(folder / "train.jsonl", tmp_path / "export.jsonl")
+    command = (
+        "python -m ner_app convert export.jsonl --from doccano --outside unknown --output mine/train.txt"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, *shlex.split(command)[1:]]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    tags = [s.tags for s in read_conll(tmp_path / "mine/train.txt")]
+    assert tags == [["B-PER", "-", "B-ORG", "-", "-", "-"], ["-", "-", "B-PER", "I-PER", "-"]]
 
 
 def test_outside_unknown_refuses_token_formats(tmp_path, capsys):

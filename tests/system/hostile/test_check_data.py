@@ -102,7 +102,6 @@ def test_a_config_of_a_hub_dataset_is_refused(tmp_path, capsys):
 
 def test_a_bad_data_key_stops_training_before_anything_heavy(tmp_path, capsys):
     import train
-
     from tests.helpers import train_args
 
     assert train.main(train_args(tmp_path / "run", "data.labels=ORG")) == 2
