@@ -274,47 +274,6 @@ def find_problems(
     return sorted(found, key=lambda p: p.level != BLOCKING)
 
 
-def text_report(splits: Mapping[str, SplitCounts], problems: Sequence[Problem]) -> str:
-    """The table of counts, then one line per problem (and its examples), then the summary line."""
-    names = list(splits)
-    types = sorted({t for c in splits.values() for t in c.entities})
-    rows: list[tuple[str, list[str]]] = [
-        ("sentences", [f"{c.sentences:,}" for c in splits.values()]),
-        ("tokens", [f"{c.tokens:,}" for c in splits.values()]),
-        ("entities", [f"{sum(c.entities.values()):,}" for c in splits.values()]),
-        *((f"  {t}", [f"{c.entities.get(t, 0):,}" for c in splits.values()]) for t in types),
-        ("scheme", [c.scheme for c in splits.values()]),
-        ("ill-formed sentences", [f"{c.ill_formed:,}" for c in splits.values()]),
-        ("unknown tags (-)", [f"{c.unknown_share:.1%}" for c in splits.values()]),
-        ("spans changed", [f"{len(c.changed):,}" for c in splits.values()]),
-        ("longest sentence", [f"{c.longest[0][0]:,}" if c.longest else "-" for c in splits.values()]),
-    ]
-    label = max(len(r[0]) for r in rows)
-    width = [max(len(n), *(len(r[1][i]) for r in rows)) for i, n in enumerate(names)]
-    lines = [" " * label + "".join(f"  {n:>{w}}" for n, w in zip(names, width, strict=True))]
-    lines += [
-        f"{r:<{label}}" + "".join(f"  {v:>{w}}" for v, w in zip(values, width, strict=True))
-        for r, values in rows
-    ]
-    lines.append("")
-    for c in splits.values():
-        lines.append(
-            f"{c.name}: {c.source}; longest: " + ", ".join(f"{n:,} tokens at {at}" for n, at in c.longest)
-        )
-    lines.append("")
-    for p in problems:
-        lines.append(
-            f"{p.level.upper() if p.level == BLOCKING else p.level}: {p.split}: {p.kind}: {p.message}"
-        )
-        lines.extend(f"  {at}" for at in p.examples)
-    blocking = sum(p.level == BLOCKING for p in problems)
-    lines.append(
-        f"{blocking} blocking problems, {len(problems) - blocking} warnings"
-        + (" (exit code 1)" if blocking else "")
-    )
-    return "\n".join(lines) + "\n"
-
-
 def json_report(splits: Mapping[str, SplitCounts], problems: Sequence[Problem]) -> dict[str, Any]:
     """``--json``: every count of every split, the problems, and how many block."""
     return {

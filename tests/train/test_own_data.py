@@ -12,8 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ner_app.cli.commands import main
 from ner_app.text.annotations.convert import Options
+from ner_app.text.annotations.model import AnnotationFormatError
 from ner_app.text.annotations.resolve import Policy
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import UNKNOWN
@@ -157,3 +160,5 @@ def test_outside_unknown_refuses_token_formats(tmp_path, capsys):
     out = tmp_path / "x.conll"
     assert main(["convert", str(TINY / "train.txt"), "--outside", "unknown", "--output", str(out)]) == 2
     assert "outside unknown is for span formats" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(AnnotationFormatError, match=r"train.txt: outside unknown is for span formats"):
+        load_corpus(str(TINY), None, "BIOES", options=reading_options(outside="unknown"))

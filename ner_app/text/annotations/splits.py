@@ -71,6 +71,11 @@ def read_split(
     fmt = split_format(path, fmt)
     options = options or Options(Policy({}, None), tag_column=tag_column)
     if fmt == "conll":
+        if options.outside != "O":
+            raise AnnotationFormatError(
+                f"{path}: outside unknown is for span formats; a CoNLL file marks each token that was not "
+                "annotated with the tag - (set data.outside: O)"
+            )
         return read_conll(path, options.tag_column)
     logged = audit is None
     audit = Audit() if audit is None else audit
