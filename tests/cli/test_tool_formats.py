@@ -35,6 +35,9 @@ RECORDS = [
     line(""),
     line("Nothing here."),
     line("Alice Smith lives in New York.", ("Alice Smith", "PER", 0.95), ("New York", "LOC", 0.97)),
+    line(
+        "Columns:\tNew\tYork\there.", ("New\tYork", "LOC", 0.6)
+    ),  # a tab inside an entity: brat's text field
 ]
 TARGET = Target(("LOC", "ORG", "PER"), "news.txt", "my-model")
 
