@@ -43,6 +43,11 @@ def folder_of(tmp_path: Path, train: bytes, suffix: str = ".jsonl") -> Path:
             GOOD.encode() + b"\n" + '{"text": "caf\xe9"}'.encode("latin-1"),
             "train.jsonl:2: expected UTF-8 text",
         ),
+        (
+            json.dumps({"text": "Sony", "label": [[0, 4, "Big Firm"]]}).encode(),
+            "train.jsonl:1: label 'Big Firm'",
+        ),
+        (json.dumps({"text": "Sony", "label": [[0, 4, ""]]}).encode(), "train.jsonl:1: expected a label"),
     ],
     ids=[
         "malformed json",
@@ -51,6 +56,8 @@ def folder_of(tmp_path: Path, train: bytes, suffix: str = ".jsonl") -> Path:
         "empty span",
         "empty export",
         "mixed encodings",
+        "label with a space",
+        "empty label",
     ],
 )
 def test_a_bad_split_file_is_one_line_naming_it(tmp_path, capsys, train, where):
@@ -133,6 +140,8 @@ def test_predict_never_replaces_what_it_did_not_write(trained, tmp_path, capsys)
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert main([*base, "--format", "doccano", "--output", str(news)]) == 2
     one_error_line(capsys, "is the input (or holds it)")
+    assert main([*base, "--format", "doccano", "--output", str(mine)]) == 2  # a file format, a folder named
+    one_error_line(capsys, f"--output {mine}")
     assert main([*base, "--format", "brat", "--output", str(tmp_path)]) == 2  # the folder holding the input
     one_error_line(capsys, "is the input (or holds it)")
     assert news.read_text(encoding="utf-8") == "Alice Smith flew to Paris .\n"
