@@ -109,6 +109,19 @@ class Predictor:
                     results[p] = (self.tags.decode(paths_rows[row][:n]), chosen_rows[row][:n])
         return join_pieces(pieces, results, len(sentences))
 
+    def piece_batches(
+        self, pieces: Sequence[tuple[int, list[str]]], documents: Sequence[int] | None = None
+    ) -> Iterator[tuple[list[int], Batch]]:
+        """The batches ``tag`` runs, for callers that need more of the model than tags (``select``'s
+        uncertainty): (indices into ``pieces``, their batch on the tagger's device). ``pieces`` are
+        ``split_pieces(sentences)``; ``documents`` as ``tag``'s, one id per sentence."""
+        self._stream_contexts = self._contexts(pieces, documents)
+        lengths = [len(t) for _, t in pieces]
+        for group in budget_batches(
+            lengths, self.batch_size, self.max_tokens, keep_order=bool(self._stream_contexts)
+        ):
+            yield group, self._collate([(p, pieces[p][1]) for p in group])
+
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
