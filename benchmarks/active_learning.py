@@ -1,6 +1,6 @@
 """Active learning on CoNLL-2003: does choosing the sentences to annotate beat choosing them at random?
 
-    python -m benchmarks.active_learning --out runs/active_learning  # long job: 63 trainings, about 17 hours on one core
+    python -m benchmarks.active_learning --out runs/active_learning  # long job: 63 trainings, 4-5 CPU hours
     python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke  # about a minute: tiny corpus
 
 For each seed, 500 training sentences drawn at random are the labelled set of round 0. Each strategy
@@ -14,13 +14,16 @@ the seeds, also printed) and ``OUT/active_learning.png`` (test F1 against labell
 share of random's round-5 labels at which the best strategy reaches random's round-5 test F1 (linear between
 rounds). A run folder with its metrics.json is reused, so an interrupted benchmark continues where it stopped.
 
-Cost, measured on one core (trainer.threads=1) of the 2-core development machine with other jobs beside it: one
-round-0 training (500 sentences, 1 epoch) took 170 s: 13 s of training steps, 33 s validating on dev, the rest
-start-up and the final dev and test evaluation; scoring the 13,541-sentence pool with margin took 68 s. An
-epoch's steps grow with the labelled set (500 to 3,000 sentences), its dev validation does not. At the default
-10 epochs that is about 5.6 hours per seed (21 trainings, 15 pool scorings), about 17 hours for 3 seeds. Seeds
-run in separate processes side by side (``--seeds 1``, ``--seeds 2``, ``--seeds 3`` with one ``--out``); a last
-``--seeds 1 2 3`` then reuses every run and writes the results of all three.
+Cost, measured with trainer.threads=1 on the 2-core development machine while other jobs shared it (so wall
+time ran about 5 times the CPU time): the round-0 training (500 sentences, 10 epochs, then dev and test
+evaluated) used 111 s of CPU (9.5 min of wall time) and reached dev F1 49.40, test F1 51.04; scoring the
+13,541-sentence pool with margin used 19 s of CPU (75 s wall). An epoch is about a quarter training steps, which
+grow with the labelled tokens, and three quarters dev validation, which does not. Margin's 500 sentences had 32.4
+tokens on average against the pool's 14.5 (least confidence and margin, as probabilities of whole paths, favour
+long sentences), which makes its later rounds costlier. Estimate at the default 10 epochs: about 1.5 hours of CPU
+per seed (21 trainings, 15 pool scorings), 4 to 5 hours for 3 seeds on free cores; about 5 times that on a
+shared machine. Seeds run in separate processes side by side (``--seeds 1``, ``--seeds 2``, ``--seeds 3`` with
+one ``--out``); a last ``--seeds 1 2 3`` then reuses every run and writes the results of all three.
 
 ``--smoke`` runs the same loop on tests/data/tiny_conll (train.txt 24 times over) with the tiny config, one
 epoch, one seed, 10 initial sentences and 2 rounds of 10.

@@ -25,7 +25,7 @@ from ner_app.tagger.uncertainty import STRATEGIES, SentenceUncertainty, combine,
 from ner_app.text.conll import DOCSTART, MAX_CONLL_BYTES, conll_blocks
 from ner_app.text.lines import read_lines
 from ner_app.text.pieces import MAX_TOKENS, split_pieces
-from ner_app.text.tags import is_tag
+from ner_app.text.tags import is_tag_or_unknown
 from ner_app.text.tokenizer import sentences as split_sentences
 
 PoolFormat = Literal["text", "conll"]
@@ -56,13 +56,13 @@ class Selected:
 
 
 def _looks_conll(lines: Sequence[str]) -> bool:
-    """A CoNLL file: it starts with -DOCSTART-, or every non-blank line has a token and a tag column."""
+    """A CoNLL file: it starts with -DOCSTART-, or every non-blank line has a token and a tag column (or - for one not annotated)."""
     filled = [line.split() for line in lines if line.strip()]
     if not filled:
         return False
     if filled[0][0] == DOCSTART:
         return True
-    return all(len(cols) >= 2 and is_tag(cols[-1]) for cols in filled)
+    return all(len(cols) >= 2 and is_tag_or_unknown(cols[-1]) for cols in filled)
 
 
 def read_pool(path: str | Path, pool_format: str = "auto") -> tuple[list[Candidate], PoolFormat]:

@@ -207,3 +207,21 @@ def test_k_larger_than_the_pool_selects_all_and_says_so(export, tmp_path, capsys
     assert sorted(got) == sorted(line for line in POOL if line)
     err = capsys.readouterr().err
     assert "--k 100 is more than the pool's 8 lines: all of them are selected" in err
+
+
+def test_read_pool_formats(tmp_path) -> None:
+    conll = tmp_path / "partial.conll"
+    conll.write_text("Alice I-PER\nflew -\n\n-DOCSTART- O\n\nBob -\n", encoding="utf-8")
+    candidates, kind = read_pool(conll)
+    assert kind == "conll"
+    assert [(c.text, c.line, c.doc) for c in candidates] == [("Alice flew", 1, 0), ("Bob", 6, 1)]
+    assert candidates[0].rows == ("Alice I-PER", "flew -")
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("Alice\nflew\n\nBob\n", encoding="utf-8")
+    assert [c.text for c in read_pool(tokens)[0]] == ["Alice", "flew", "Bob"]  # auto: lines of text
+    assert [c.text for c in read_pool(tokens, "conll")[0]] == ["Alice flew", "Bob"]
+    text = tmp_path / "text.txt"
+    text.write_text("Alice flew to Paris. Bob stayed.\n\nO\n", encoding="utf-8")
+    candidates, kind = read_pool(text)
+    assert kind == "text" and [c.line for c in candidates] == [1, 3]
+    assert candidates[0].sentences == (("Alice", "flew", "to", "Paris", "."), ("Bob", "stayed", "."))
