@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.active_learning import find_threshold, select
 from ner_app.cli.check_data import check_data
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
@@ -204,6 +205,8 @@ HANDLERS = {
     "serve": serve,
     "convert": convert,
     "check-data": check_data,
+    "find-threshold": find_threshold,
+    "select": select,
 }
 
 

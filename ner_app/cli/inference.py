@@ -24,6 +24,17 @@ def check_device(device: str) -> None:
         )
 
 
+def check_gold_file(path: str) -> None:
+    """``--input`` of the commands that score against gold tags: a regular file (a gold file is read whole: a
+    FIFO may never end, /dev/zero never does)."""
+    if Path(path).is_dir() or not Path(path).exists():
+        raise NerAppError(f"--input {path}: not a file (expected a CoNLL file with gold tags)")
+    if not Path(path).is_file():
+        raise NerAppError(
+            f"--input {path}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
+        )
+
+
 def _set_threads(args: argparse.Namespace) -> None:
     if args.threads:
         import torch
@@ -183,14 +194,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
     _set_threads(args)
     check_device(args.device)
-    if Path(args.input).is_dir() or not Path(args.input).exists():
-        raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
-    if not Path(
-        args.input
-    ).is_file():  # a gold file is read whole: a FIFO may never end, /dev/zero never does
-        raise NerAppError(
-            f"--input {args.input}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
-        )
+    check_gold_file(args.input)
     if args.predictions is not None:
         out = Path(args.predictions)
         if out.is_dir():

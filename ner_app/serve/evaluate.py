@@ -12,7 +12,7 @@ from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
-from ner_app.text.conll import read_conll, require_annotated
+from ner_app.text.conll import Sentence, read_conll, require_annotated
 from ner_app.text.records import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, detect_scheme, scheme_of
@@ -20,17 +20,14 @@ from ner_app.text.tags import SCHEMES, detect_scheme, scheme_of
 CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
 
 
-def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ConllItem]]:
-    """Tag every sentence of ``gold_path`` (documents kept for document context) and score the tags against
-    the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. Also the
-    predictions as records for a CoNLL writer: ``token gold`` rows with the predicted tag, a blank line after
-    each sentence (conlleval's input, ``evaluate --predictions``)."""
+def read_gold(gold_path: str | Path) -> tuple[list[Sentence], str]:
+    """The sentences of a gold CoNLL file and its tag scheme, every tag known and in a scheme conlleval's
+    chunking reads (B, I and O); one ``NerAppError`` naming the file otherwise."""
     sentences = read_conll(gold_path)
     if not sentences:
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
     require_annotated(sentences, gold_path)
-    gold = [s.tags for s in sentences]
-    scheme = detect_scheme(gold)
+    scheme = detect_scheme(s.tags for s in sentences)
     others = [p for p in scheme_of(scheme).prefixes if p not in CONLLEVAL_PREFIXES]
     if others:  # conlleval's chunking knows B, I and O only
         readable = " or ".join(s.name for s in SCHEMES.values() if set(s.prefixes) <= set(CONLLEVAL_PREFIXES))
@@ -38,6 +35,16 @@ def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str
             f"{gold_path}: {' or '.join(p + '-' for p in others)} tags found; evaluate reads {readable} tags, "
             "as conlleval does"
         )
+    return sentences, scheme
+
+
+def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ConllItem]]:
+    """Tag every sentence of ``gold_path`` (documents kept for document context) and score the tags against
+    the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. Also the
+    predictions as records for a CoNLL writer: ``token gold`` rows with the predicted tag, a blank line after
+    each sentence (conlleval's input, ``evaluate --predictions``)."""
+    sentences, scheme = read_gold(gold_path)
+    gold = [s.tags for s in sentences]
     tagged = predictor.tag([s.tokens for s in sentences], [s.doc for s in sentences])
     predicted = [predictor.to_source(tags) for tags, _ in tagged]
     items: list[ConllItem] = []

@@ -50,6 +50,10 @@ SMOKE = {
         ("data", "conll2003", "valid.txt"),
     ),
     "partial_annotation": ("python -m benchmarks.partial_annotation --smoke --out runs/partial_smoke", None),
+    "active_learning": (
+        "python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke",
+        None,
+    ),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
@@ -127,6 +131,17 @@ TESTED: dict[str, str] = {
     '"Acme Corp hired Bob Jones."]}\'': "tests/serve/test_server.py::test_the_documented_curl_commands",
     "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
         "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
+    ),
+    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt": (
+        "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it"
+    ),
+    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt "
+    "--precision 0.95": "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it",
+    "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --strategy margin --output next.txt": (
+        "tests/serve/test_active_learning.py::test_k_larger_than_the_pool_selects_all_and_says_so"
+    ),
+    "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --format jsonl --output next.jsonl": (
+        "tests/serve/test_active_learning.py::test_select_writes_predictions_as_predict_does"
     ),
     "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
         "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"
