@@ -169,7 +169,7 @@ class TrainConfig:
 # ----------------------------------------------------------------------- biLM pretraining tree
 @dataclass
 class BilmDataConfig:
-    # tokenised training text, one sentence a line
+    # tokenised training text, one sentence a line (or a CoNLL file: its tokens)
     train: str = field(default=f"{_SHARED}/corpus/news_pretrain.tok.txt", metadata=PATH)
     heldout: list[str] = field(  # held-out files for perplexity
         default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"], metadata=PATH
