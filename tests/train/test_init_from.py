@@ -6,13 +6,14 @@ metrics.json and report hold each old type's F1 on the old dev file before and a
 from __future__ import annotations
 
 import json
-import os
+import shlex
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-import train
 from ner_app.cli.commands import main
 from ner_app.config.load import load_config
 from ner_app.tagger.export import load_export
@@ -20,7 +21,7 @@ from ner_app.train.continued import OldDev, StartingPoint, continue_from
 from ner_app.train.corpus import load_corpus
 from ner_app.train.metrics import RunMetrics
 from ner_app.train.run import build_spec, build_tagger, load_elmo
-from tests.helpers import ROOT, TINY, TINY_BILM
+from tests.helpers import ROOT, TINY
 
 # Continued training data: the old types PER, ORG, LOC and a new one, PROD, in IOB2 (the old data is IOB1).
 NEW_DATA = """\
@@ -62,43 +63,47 @@ Berlin B-LOC
 """
 
 
-def tiny_args(run: Path, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs/tiny.yaml"),
-        f"output_dir={run}",
-        f"elmo.options={TINY_BILM / 'options.json'}",
-        f"elmo.weights={TINY_BILM / 'weights.hdf5'}",
-        "elmo.cache_dir=null",
-        "trainer.threads=1",
-        *extra,
-    ]
+# docs/continue_training.md, run as written from a folder laid out like the checkout
+OLD = "python -m ner_app train --config configs/tiny.yaml"
+CONTINUE = (
+    "python -m ner_app train --config configs/tiny.yaml --init-from runs/tiny/export output_dir=runs/tiny_prod "
+    "data.dir=mine_prod data.previous_dev=tests/data/tiny_conll/valid.txt"
+)
+
+
+def run(command: str) -> int:
+    return main(shlex.split(command)[3:])  # after "python -m ner_app"
 
 
 @pytest.fixture(scope="module")
-def old_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny config trained to F1 = 1.0 on tests/data/tiny_conll (PER, ORG, LOC, MISC)."""
-    run = tmp_path_factory.mktemp("old") / "run"
-    assert train.main(tiny_args(run, f"data.dir={TINY}")) == 0
-    return run
-
-
-@pytest.fixture(scope="module")
-def new_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("new") / "data"
-    folder.mkdir()
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder laid out like the checkout (pyproject.toml, configs/tiny.yaml, tests/data) where the tiny config
+    was trained to F1 = 1.0 on tests/data/tiny_conll (PER, ORG, LOC, MISC), and the new data in mine_prod/."""
+    root = tmp_path_factory.mktemp("checkout")
+    (root / "pyproject.toml").write_text("", encoding="utf-8")
+    (root / "configs").mkdir()
+    shutil.copy(ROOT / "configs" / "tiny.yaml", root / "configs" / "tiny.yaml")
+    for name in ("tiny_conll", "tiny_bilm"):
+        shutil.copytree(TINY.parent / name, root / "tests" / "data" / name)
+    (root / "mine_prod").mkdir()
     for name in ("train.txt", "valid.txt", "test.txt"):  # dev and test: the training sentences themselves
-        (folder / name).write_text(NEW_DATA, encoding="utf-8")
-    return folder
+        (root / "mine_prod" / name).write_text(NEW_DATA, encoding="utf-8")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(
+        1
+    )  # the commands as documented leave torch's threads as they are: one, in the tests
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(root)
+            assert run(OLD) == 0
+            yield root
+    finally:
+        torch.set_num_threads(threads)
 
 
-def test_continued_tagger_starts_with_the_exports_weights(old_run: Path, new_data: Path) -> None:
-    cfg = load_config(
-        ROOT / "configs/tiny.yaml",
-        tiny_args(old_run.parent / "unused", f"data.dir={new_data}", f"model.init_from={old_run / 'export'}")[
-            2:
-        ],
-    )
+def test_continued_tagger_starts_with_the_exports_weights(checkout: Path) -> None:
+    overrides = ["data.dir=mine_prod", "model.init_from=runs/tiny/export"]
+    cfg = load_config(checkout / "configs" / "tiny.yaml", overrides)
     corpus = load_corpus(cfg.data.dir, None, cfg.data.scheme)
     bilm, ref = load_elmo(cfg)
     start = StartingPoint.load(str(cfg.model.init_from))
@@ -128,45 +133,33 @@ def test_continued_tagger_starts_with_the_exports_weights(old_run: Path, new_dat
         new["elmo.scalar_mixes.0.scalar_parameters"], old["elmo.scalar_mixes.0.scalar_parameters"]
     )
     # the old model's own dev file: the continued tagger, before a step, tags its old types as the export does
-    dev = OldDev.read(str(TINY / "valid.txt"), -1)
+    dev = OldDev.read(str(checkout / "tests" / "data" / "tiny_conll" / "valid.txt"), -1)
     assert dev.score(start.tagger, start.spec, 8).f1 == 100.0
 
 
 def test_init_from_adds_a_type_and_reports_old_types_before_and_after(
-    old_run: Path,
-    new_data: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(old_run.parent)  # --init-from takes a path as the shell means it: from here
-    run = tmp_path / "continued"
-    code = main(
-        [
-            "train",
-            "--init-from",
-            "run/export",
-            *tiny_args(run, f"data.dir={new_data}", f"data.previous_dev={TINY / 'valid.txt'}"),
-        ]
-    )
-    assert code == 0
+    torch.set_num_threads(1)
+    assert run(CONTINUE) == 0  # --init-from is a path from the working directory (the checkout here)
+    run_dir = checkout / "runs" / "tiny_prod"
     out = capsys.readouterr().out
     assert "Old types on" in out
-    metrics = RunMetrics.read(run / "metrics.json")
+    metrics = RunMetrics.read(run_dir / "metrics.json")
     assert metrics.dev.f1 == 100.0 and metrics.dev.per_type["PROD"].f1 == 100.0  # its training sentences
     previous = metrics.previous_dev
     assert previous is not None and previous.types == ("LOC", "MISC", "ORG", "PER")
     # before: the export on its own dev file, which is what the old run measured there
-    old = RunMetrics.read(old_run / "metrics.json")
+    old = RunMetrics.read(checkout / "runs" / "tiny" / "metrics.json")
     assert {t: s.f1 for t, s in previous.before.per_type.items()} == {
         t: s.f1 for t, s in old.dev.per_type.items()
     }
     assert set(previous.after.per_type) >= {"LOC", "ORG", "PER"}
-    assert previous.file == str(TINY / "valid.txt")
-    saved = json.loads((run / "metrics.json").read_text())
+    assert previous.file == str(checkout / "tests" / "data" / "tiny_conll" / "valid.txt")
+    saved = json.loads((run_dir / "metrics.json").read_text())
     assert saved["previous_dev"]["after"]["per_type"]["PER"]["f1"] == previous.after.per_type["PER"].f1
     # the report shows the table: every old type with its two F1 values
-    page = (run / "report.html").read_text(encoding="utf-8")
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
     section = page[page.index('id="forgetting"') :]
     for t in previous.types:
         b, a = previous.before.per_type[t].f1, previous.after.per_type.get(t)
@@ -175,7 +168,7 @@ def test_init_from_adds_a_type_and_reports_old_types_before_and_after(
             in section
         )
     # the export of the continued run predicts the new type and still knows the old ones
-    tagger, spec = load_export(run / "export")
+    tagger, spec = load_export(run_dir / "export")
     assert {"S-PROD", "S-MISC", "B-PER"} <= set(spec.tag_vocab.itos)
     assert spec.source_scheme == "IOB2"  # predictions are written in the new data's scheme
-    assert os.path.isfile(run / "config.yaml") and "init_from" in (run / "config.yaml").read_text()
+    assert f"init_from: {checkout / 'runs' / 'tiny' / 'export'}" in (run_dir / "config.yaml").read_text()

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from ner_app.cli.commands import main
 from ner_app.config.load import load_config
@@ -111,6 +112,9 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, text in (("train.txt", TRAIN_TEXT), ("valid.txt", DEV), ("test.txt", TEST)):
         (corpus / name).write_text(conll(text), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
+    torch.set_num_threads(
+        1
+    )  # the documented commands leave torch's threads as they are (conftest restores them)
     return tmp_path
 
 
