@@ -191,10 +191,9 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
     start = StartingPoint.load(m.init_from) if m.init_from else None
+    tagger = None
     if start is not None:  # the export's words and types, and weights, with the data's new ones added
         tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, bilm, corpus, glove))
-    else:
-        tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     old_dev = OldDev.read(d.previous_dev, d.tag_column) if d.previous_dev else None
     before, old_types = None, start.types if start is not None else ()
     if old_dev is not None and start is not None and getattr(rank_zero_only, "rank", 0) == 0:
@@ -210,6 +209,8 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         max_tokens=d.max_tokens_per_batch,
         eval_max_tokens=d.eval_max_tokens_per_batch,
     )
+    if tagger is None:
+        tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     o = cfg.optim
     schedule = LrSchedule(o.schedule, o.warmup_fraction, o.plateau_factor, o.plateau_patience)
