@@ -30,6 +30,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
     )
     parser.add_argument(
+        "--init-from",
+        metavar="EXPORT",
+        help="start from this export's weights (the same as model.init_from=EXPORT): its words and entity types "
+        "are kept, the data's new ones added; data.previous_dev=FILE scores the old types before and after",
+    )
+    parser.add_argument(
         "--seeds",
         metavar="SPEC",
         help="one run per seed (1-5, 1,3,5 or 1-3,7), each in output_dir/seedN, then their compare table; "

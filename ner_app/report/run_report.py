@@ -22,6 +22,7 @@ from ner_app.report.error_analysis import (
     has_error,
     spans,
 )
+from ner_app.report.forgetting import forgetting_section
 from ner_app.report.run_files import (
     Sentence,
     learning_curves,
@@ -271,6 +272,7 @@ def build_report(run_dir: str | Path) -> str:
         page.section("summary", "Final scores (best checkpoint)", [summary, page.paragraph(note, note=True)]),
         _curves_section(loss, dev, speed),
         _per_type_section(metrics),
+        *([forgetting_section(metrics.previous_dev)] if metrics.previous_dev is not None else []),
         _error_section(breakdowns),
         _confusion_section(breakdowns),
         _elmo_section(mixes, source),
