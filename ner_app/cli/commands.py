@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.calibrate import calibrate
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
 from ner_app.cli.parser import TRAIN_DESCRIPTION, OwnedNamespace, add_train_arguments, build_parser
@@ -195,6 +196,7 @@ HANDLERS = {
     "export": export,
     "predict": predict,
     "evaluate": evaluate,
+    "calibrate": calibrate,
     "compare": _compare,
     "pretrain-bilm": _pretrain_bilm,
     "bilm-perplexity": _bilm_perplexity,

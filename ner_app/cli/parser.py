@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from ner_app.cli.arguments import Owned, OwnedNamespace, positive_int
+from ner_app.cli.calibrate import add_calibrate_parser
 from ner_app.cli.convert import add_convert_parser
 from ner_app.cli.model_commands import (
     add_download_elmo_parser,
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_export_parser,
         add_predict_parser,
         add_evaluate_parser,
+        add_calibrate_parser,
         add_compare_parser,
         add_pretrain_bilm_parser,
         add_bilm_perplexity_parser,

@@ -109,6 +109,22 @@ class Predictor:
                     results[p] = (self.tags.decode(paths_rows[row][:n]), chosen_rows[row][:n])
         return join_pieces(pieces, results, len(sentences))
 
+    def emission_batches(
+        self, pieces: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """(piece indices, emissions (B, T, K), mask (B, T)) of every batch of ``pieces`` (non-empty sentences
+        of at most ``MAX_TOKENS``; ``documents``: a document id per piece), batched as ``tag`` batches them: what
+        calibration fits on."""
+        items = [(i, list(tokens)) for i, tokens in enumerate(pieces)]
+        self._stream_contexts = self._contexts(items, documents)
+        groups = budget_batches(
+            [len(t) for t in pieces], self.batch_size, self.max_tokens, keep_order=bool(self._stream_contexts)
+        )
+        with torch.inference_mode():
+            for group in groups:
+                batch = self._collate([(p, items[p][1]) for p in group])
+                yield group, self.tagger.emissions(batch), batch["mask"]
+
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)

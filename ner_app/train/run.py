@@ -9,6 +9,7 @@ dev and test evaluation with the best checkpoint) runs in the Lightning Trainer,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,12 @@ from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
+from ner_app.train.calibration import calibrate_run
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.corpus import EVALUATED, Corpus, data_files, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.early_checks import check_elmo_files
-from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
+from ner_app.train.metrics import MIX_PLACES, Mix, RunCalibration, RunMetrics, SplitScores
 from ner_app.train.module import LrSchedule, TaggerModule
 from ner_app.train.reports import percent_table, text_report
 
@@ -119,8 +121,11 @@ def build_tagger(
     return tagger
 
 
-def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
-    """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
+def write_reports(
+    module: TaggerModule, corpus: Corpus, run_dir: Path, calibration: RunCalibration | None = None
+) -> dict[str, Any]:
+    """metrics.json (with the calibration's ECE before and after), the dev and test reports and prediction
+    files, from the module's evaluations."""
     spec, scores = module.spec, {}
     for split in EVALUATED:
         data, evaluation = corpus.splits[split], module.evaluations[split]
@@ -146,6 +151,7 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
         # the biLM by its weights: compare groups by this, whatever the files' paths
         bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
+        calibration=calibration,
     )
     metrics.write(run_dir / "metrics.json")
     return metrics.to_json()
@@ -234,6 +240,9 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     trainer.test(module, datamodule=dm, verbose=False)
     metrics: dict[str, Any] = {}
     if trainer.is_global_zero:
-        metrics = write_reports(module, corpus, run_dir)
-        export_model(module.tagger, spec, run_dir / "export")
+        # the temperature of the chosen weights, fitted on dev (under DDP on rank 0's share of it)
+        calibrated = calibrate_run(module.tagger, dm, corpus, run_dir)
+        record, summary = calibrated if calibrated is not None else (None, None)
+        metrics = write_reports(module, corpus, run_dir, summary)
+        export_model(module.tagger, dataclasses.replace(spec, calibration=record), run_dir / "export")
     return metrics
