@@ -8,7 +8,6 @@ record in its ``tagger.json`` is written to the output folder (all or nothing; t
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -44,7 +43,9 @@ def _check_paths(model: Path, dev: Path, output: Path) -> None:
         )
     if source.is_relative_to(out):
         raise NerAppError(f"--output {output}: holds the export --model {model}; name a new folder")
-    if os.fspath(output) != "-" and output.is_dir() and any(output.iterdir()) and not is_export(output):
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise NerAppError(f"--output {output}: exists and is not a folder; name a new folder")
+    if output.is_dir() and any(output.iterdir()) and not is_export(output):
         found = ", ".join(sorted(p.name for p in output.iterdir())[:4])
         raise NerAppError(
             f"--output {output}: exists and is not an export (it holds {found}); nothing was changed: choose "
