@@ -184,13 +184,18 @@ class Fit:
 
 def fit_temperature(crf: CRF, data: CalibrationSet, objective: str = "log_loss") -> Fit:
     """The temperature minimising ``objective`` (``log_loss`` of the entity scores against correctness, or
-    ``gold_nll``) on ``data``; the CRF's own temperature is left as it was."""
+    ``gold_nll``) on ``data``; 1.0 when every predicted entity is right, or every one wrong. The CRF's own
+    temperature is left as it was."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, found {objective!r}")
     if data.entities == 0:
         raise ValueError("no predicted entities to calibrate on")
     started = time.perf_counter()
-    if objective == "log_loss":
+    if all(data.correct) or not any(data.correct):
+        # Every entity right (or every one wrong): the log loss falls all the way to a bound of the search
+        # (T -> 0.05, scores pushed to exactly 1): no evidence for a temperature, so the scores stay as they are.
+        temperature = 1.0
+    elif objective == "log_loss":
         temperature = minimise_log_t(lambda t: log_loss(scores_at(crf, data, t), data.correct))
     else:
         temperature = minimise_log_t(lambda t: gold_path_nll(crf, data, t))

@@ -188,3 +188,11 @@ def test_spec_calibration_round_trips_and_bad_temperatures_are_refused() -> None
             TaggerSpec.from_json(data, "x")
     with pytest.raises(SpecError, match=r"key 'calibration.temperature': expected float, found str"):
         TaggerSpec.from_json({**spec.to_json(), "calibration": {**record.__dict__, "temperature": "2"}}, "x")
+
+
+def test_all_right_or_all_wrong_keeps_the_scores() -> None:
+    crf, data = synthetic(BIOES, 1.5, seed=5, batches=1, size=30)
+    for value in (True, False):
+        data.correct = [value] * data.entities
+        fit = fit_temperature(crf, data)
+        assert fit.temperature == 1.0 and fit.ece_after == fit.ece_before
