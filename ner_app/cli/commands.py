@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.cli.active_learning import find_threshold, select
+from ner_app.cli.calibrate import calibrate
 from ner_app.cli.check_data import check_data
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
@@ -201,6 +202,7 @@ HANDLERS = {
     "export": export,
     "predict": predict,
     "evaluate": evaluate,
+    "calibrate": calibrate,
     "compare": _compare,
     "pretrain-bilm": _pretrain_bilm,
     "bilm-perplexity": _bilm_perplexity,

@@ -9,6 +9,7 @@ dev and test evaluation with the best checkpoint) runs in the Lightning Trainer,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,13 @@ from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
+from ner_app.train.calibration import calibrate_run
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
 from ner_app.train.continued import OldDev, StartingPoint, continue_from, forgetting
 from ner_app.train.corpus import EVALUATED, Corpus, data_files, data_reading, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.early_checks import check_elmo_files
-from ner_app.train.metrics import MIX_PLACES, Mix, PreviousDev, RunMetrics, SplitScores
+from ner_app.train.metrics import MIX_PLACES, Mix, PreviousDev, RunCalibration, RunMetrics, SplitScores
 from ner_app.train.module import LrSchedule, TaggerModule
 from ner_app.train.reports import percent_table, text_report
 
@@ -121,10 +123,14 @@ def build_tagger(
 
 
 def write_reports(
-    module: TaggerModule, corpus: Corpus, run_dir: Path, previous_dev: PreviousDev | None = None
+    module: TaggerModule,
+    corpus: Corpus,
+    run_dir: Path,
+    previous_dev: PreviousDev | None = None,
+    calibration: RunCalibration | None = None,
 ) -> dict[str, Any]:
-    """metrics.json, the dev and test reports and prediction files, from the module's evaluations (and the
-    old types' scores of a continued run)."""
+    """metrics.json (with the calibration's ECE before and after, and the old types' scores of a continued
+    run), the dev and test reports and prediction files, from the module's evaluations."""
     spec, scores = module.spec, {}
     for split in EVALUATED:
         data, evaluation = corpus.splits[split], module.evaluations[split]
@@ -151,6 +157,7 @@ def write_reports(
         # the biLM by its weights: compare groups by this, whatever the files' paths
         bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
         previous_dev=previous_dev,
+        calibration=calibration,
     )
     metrics.write(run_dir / "metrics.json")
     return metrics.to_json()
@@ -253,6 +260,9 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         if old_dev is not None and before is not None:
             after = old_dev.score(module.tagger, spec, d.eval_batch_size)  # the chosen checkpoint
             previous = forgetting(old_dev, old_types, before, after)
-        metrics = write_reports(module, corpus, run_dir, previous)
-        export_model(module.tagger, spec, run_dir / "export")
+        # the temperature of the chosen weights, fitted on dev (under DDP on rank 0's share of it)
+        calibrated = calibrate_run(module.tagger, dm, corpus, run_dir)
+        record, summary = calibrated if calibrated is not None else (None, None)
+        metrics = write_reports(module, corpus, run_dir, previous, summary)
+        export_model(module.tagger, dataclasses.replace(spec, calibration=record), run_dir / "export")
     return metrics
