@@ -124,6 +124,14 @@ def predict(args: argparse.Namespace) -> int:
     from ner_app.text.lines import decoded_lines
 
     fmt = output_format(args.format)
+    from ner_app.text.readings import ReadingOptions
+
+    options = ReadingOptions(args.min_score, args.alternatives, args.flag_missed)
+    if fmt.reads == "conll" and options != ReadingOptions():
+        raise NerAppError(
+            f"--min-score, --alternatives and --flag-missed report on entities: they go with --format jsonl or "
+            f"html, not {args.format}"
+        )
     _set_threads(args)
     check_device(args.device)
     predictor = Predictor.from_export(
@@ -136,7 +144,11 @@ def predict(args: argparse.Namespace) -> int:
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
         lines = decoded_lines(source, name)  # split on \n only: one output per input line
-        records = tag_conll(predictor, lines) if fmt.reads == "conll" else predictor.tag_lines(lines)
+        records = (
+            tag_conll(predictor, lines)
+            if fmt.reads == "conll"
+            else predictor.tag_lines(lines, options=options)
+        )
         for piece in fmt.write(records, target):
             sys.stdout.write(piece)
     return 0

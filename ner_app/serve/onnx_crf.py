@@ -1,5 +1,6 @@
-"""The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi) and ``CRF.marginals``
-(forward-backward) step for step, on the constrained scores an ONNX export stores in ``crf.npz``.
+"""The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi), ``CRF.marginals``
+(forward-backward) and ``CRF.log_partition`` (readings' lattices, ``lattice_probabilities``) step for step, on
+the constrained scores an ONNX export stores in ``crf.npz``.
 
 Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every length at least 1. No torch.
 """
@@ -7,6 +8,11 @@ Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every le
 from __future__ import annotations
 
 import numpy as np
+
+from ner_app.text.readings import Lattices
+
+FORBIDDEN = -1e4  # the score of a tag a lattice does not allow, as ``ner_app.tagger.crf.FORBIDDEN``
+LATTICE_CELLS = 1 << 18  # rows x steps of one lattice pass at most, as ``ner_app.tagger.readings``
 
 
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
@@ -64,3 +70,45 @@ def marginals(
         betas.append(beta)
     probs = np.exp(np.stack(alphas, axis=1) + np.stack(betas[::-1], axis=1) - log_z[:, None, None])
     return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
+
+
+def _log_partition(
+    emissions: np.ndarray, mask: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """log Z (B,) by the forward recursion, carried unchanged past each row's end."""
+    alpha = start + emissions[:, 0]  # (B, K)
+    for t in range(1, emissions.shape[1]):
+        nxt = _logsumexp(alpha[:, :, None] + trans, axis=1) + emissions[:, t]
+        alpha = np.where(mask[:, t, None], nxt, alpha)
+    return _logsumexp(alpha + end, axis=1)
+
+
+def allowed_mask(table: Lattices, steps: int, num_tags: int) -> np.ndarray:
+    """The allowed-tag mask (L, T, K) bool of a table of lattices (``ner_app.tagger.readings.allowed_mask``)."""
+    allowed = np.ones((len(table.rows), steps, num_tags), dtype=bool)
+    for lists, value in ((table.clear, False), (table.keep, True), (table.drop, False)):
+        allowed[tuple(np.asarray(x, dtype=np.intp) for x in lists)] = value
+    return allowed
+
+
+def lattice_probabilities(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    start: np.ndarray,
+    trans: np.ndarray,
+    end: np.ndarray,
+    table: Lattices,
+) -> np.ndarray:
+    """Probability (L,) float64 of each lattice of ``table``: exp(log Z of the lattice - log Z), in float64,
+    as ``ner_app.tagger.readings.lattice_probabilities`` (the potentials already tempered)."""
+    emissions, start, trans, end = (np.asarray(x, dtype=np.float64) for x in (emissions, start, trans, end))
+    mask = _mask(emissions, lengths)
+    rows = np.asarray(table.rows, dtype=np.intp)
+    log_z = _log_partition(emissions, mask, start, trans, end)[rows]
+    allowed = allowed_mask(table, emissions.shape[1], emissions.shape[2])
+    chunk = max(1, LATTICE_CELLS // emissions.shape[1])
+    parts = []
+    for a in range(0, len(rows), chunk):
+        clamped = np.where(allowed[a : a + chunk], emissions[rows[a : a + chunk]], FORBIDDEN)
+        parts.append(_log_partition(clamped, mask[rows[a : a + chunk]], start, trans, end))
+    return np.exp(np.concatenate(parts) - log_z)
