@@ -258,15 +258,18 @@ class CRF(nn.Module):
             alphas = torch.stack(self._alphas(emissions, mask, start, trans), dim=1)  # (B, T, K)
             log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
 
-            # beta_t(i): log-sum over all continuations after tag i at step t, end transition included.
-            # A row's last step (its next step is padding) starts from the end scores.
-            beta = end.expand_as(emissions[:, 0])  # (B, K)
-            beta_list = [beta]
-            for t in range(emissions.size(1) - 2, -1, -1):
-                nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
-                beta = torch.where(mask[:, t + 1, None], nxt, end)
-                beta_list.append(beta)
-            betas = torch.stack(beta_list[::-1], dim=1)  # (B, T, K)
-
+            betas = self._betas(emissions, mask, trans, end)  # (B, T, K)
             probs = torch.exp(alphas + betas - log_z[:, None, None])
             return probs.masked_fill(~mask.unsqueeze(2), 0.0)
+
+    @staticmethod
+    def _betas(emissions: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
+        """Backward variables (B, T, K): beta_t(i), the log-sum over all continuations after tag i at step t,
+        end transition included. A row's last step (its next step is padding) starts from the end scores."""
+        beta = end.expand_as(emissions[:, 0])  # (B, K)
+        beta_list = [beta]
+        for t in range(emissions.size(1) - 2, -1, -1):
+            nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
+            beta = torch.where(mask[:, t + 1, None], nxt, end)
+            beta_list.append(beta)
+        return torch.stack(beta_list[::-1], dim=1)  # (B, T, K)

@@ -79,11 +79,14 @@ def lattices(reading: Reading, length: int, scheme: str) -> list[list[Constraint
 class Lattices:
     """Lattices of readings over a batch of sentences, as index lists into an allowed-tag mask (L, T, K) that
     starts all True: ``clear`` (lattice, position) allows nothing, then ``keep`` (lattice, position, tag)
-    allows a tag again and ``drop`` forbids one. ``rows[l]`` is lattice l's sentence in the batch and
-    ``readings[l]`` the reading whose probability it adds to."""
+    allows a tag again and ``drop`` forbids one. ``rows[l]`` is lattice l's sentence in the batch,
+    ``readings[l]`` the reading whose probability it adds to, and every constraint of lattice l lies between
+    positions ``first[l]`` and ``last[l]`` (outside them it is the sentence's full lattice)."""
 
     rows: list[int] = field(default_factory=list)
     readings: list[int] = field(default_factory=list)
+    first: list[int] = field(default_factory=list)  # per lattice: its first and last constrained position
+    last: list[int] = field(default_factory=list)
     count: int = 0  # readings
     clear: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
     keep: tuple[list[int], list[int], list[int]] = field(default_factory=lambda: ([], [], []))
@@ -95,6 +98,8 @@ class Lattices:
             index = len(self.rows)
             self.rows.append(row)
             self.readings.append(self.count)
+            self.first.append(min(c[0] for c in lattice))
+            self.last.append(max(c[0] for c in lattice))
             for position, tags, keep in lattice:
                 ids = [tag_ids[t] for t in tags if t in tag_ids]  # a tag training never saw: never on a path
                 if keep:

@@ -14,7 +14,7 @@ import torch
 from ner_app.serve import onnx_crf
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.crf import CRF
-from ner_app.tagger.readings import lattice_probabilities, read_sentences
+from ner_app.tagger.readings import allowed_mask, lattice_probabilities, read_sentences
 from ner_app.text.readings import (
     WINDOW,
     Lattices,
@@ -182,6 +182,30 @@ def test_numpy_lattices_equal_torch():
         emissions.numpy() / crf.temperature, np.array(LENGTHS), start, trans, end, table
     )
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)  # float32 tempering
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_windowed_lattices_equal_the_constrained_partition(scheme):
+    """The readings' few-step window through the forward and backward variables equals
+    ``CRF.log_partition`` over each lattice's whole (L, T, K) mask, on sentences longer than the windows."""
+    tags = scheme_tags(scheme, TYPES)
+    torch.manual_seed(9)
+    crf = CRF(len(tags), allowed_transitions(tags, scheme))
+    crf.temperature = 1.3
+    lengths = [12, 7, 1, 9]
+    emissions = torch.randn(len(lengths), 12, len(tags)) * 3
+    mask = torch.arange(12)[None, :] < torch.tensor(lengths)[:, None]
+    table = Lattices()
+    for row, n in enumerate(lengths):
+        for reading in every_reading(n):
+            table.add(row, reading, n, scheme, {t: i for i, t in enumerate(tags)})
+    rows = torch.tensor(table.rows)
+    with torch.no_grad():
+        got = lattice_probabilities(crf, emissions, mask, table)
+        allowed = allowed_mask(table, 12, len(tags), emissions.device)
+        em = emissions.double()
+        want = torch.exp(crf.log_partition(em[rows], mask[rows], allowed) - crf.log_partition(em, mask)[rows])
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
 
 
 def test_log_partition_constrained_and_errors():
