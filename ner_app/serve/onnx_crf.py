@@ -1,5 +1,5 @@
 """The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi), ``CRF.marginals``
-(forward-backward) and ``CRF.log_partition`` (readings' lattices, ``lattice_probabilities``) step for step, on
+(forward-backward) and the readings' lattices (``ner_app.tagger.readings``) step for step, on
 the constrained scores an ONNX export stores in ``crf.npz``.
 
 Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every length at least 1. No torch.
@@ -12,7 +12,6 @@ import numpy as np
 from ner_app.text.readings import Lattices
 
 FORBIDDEN = -1e4  # the score of a tag a lattice does not allow, as ``ner_app.tagger.crf.FORBIDDEN``
-LATTICE_CELLS = 1 << 18  # rows x steps of one lattice pass at most, as ``ner_app.tagger.readings``
 
 
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
@@ -50,11 +49,11 @@ def viterbi(
     return np.where(mask, path, 0)
 
 
-def marginals(
-    emissions: np.ndarray, lengths: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
-) -> np.ndarray:
-    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``."""
-    mask = _mask(emissions, lengths)
+def _forward_backward(
+    emissions: np.ndarray, mask: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Forward variables (B, T, K), backward variables (B, T, K) and log Z (B,): ``CRF._alphas`` and
+    ``CRF._betas``."""
     alpha = start + emissions[:, 0]  # (B, K)
     alphas = [alpha]
     for t in range(1, emissions.shape[1]):
@@ -68,19 +67,17 @@ def marginals(
         nxt = _logsumexp(trans + (emissions[:, t + 1] + beta)[:, None, :], axis=2)  # (B, K)
         beta = np.where(mask[:, t + 1, None], nxt, end)
         betas.append(beta)
-    probs = np.exp(np.stack(alphas, axis=1) + np.stack(betas[::-1], axis=1) - log_z[:, None, None])
-    return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
+    return np.stack(alphas, axis=1), np.stack(betas[::-1], axis=1), log_z
 
 
-def _log_partition(
-    emissions: np.ndarray, mask: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+def marginals(
+    emissions: np.ndarray, lengths: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
 ) -> np.ndarray:
-    """log Z (B,) by the forward recursion, carried unchanged past each row's end."""
-    alpha = start + emissions[:, 0]  # (B, K)
-    for t in range(1, emissions.shape[1]):
-        nxt = _logsumexp(alpha[:, :, None] + trans, axis=1) + emissions[:, t]
-        alpha = np.where(mask[:, t, None], nxt, alpha)
-    return _logsumexp(alpha + end, axis=1)
+    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``."""
+    mask = _mask(emissions, lengths)
+    alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+    probs = np.exp(alphas + betas - log_z[:, None, None])
+    return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
 
 
 def allowed_mask(table: Lattices, steps: int, num_tags: int) -> np.ndarray:
@@ -99,16 +96,26 @@ def lattice_probabilities(
     end: np.ndarray,
     table: Lattices,
 ) -> np.ndarray:
-    """Probability (L,) float64 of each lattice of ``table``: exp(log Z of the lattice - log Z), in float64,
-    as ``ner_app.tagger.readings.lattice_probabilities`` (the potentials already tempered)."""
+    """Probability (L,) float64 of each lattice of ``table`` (the potentials already tempered), in float64:
+    ``ner_app.tagger.readings.lattice_probabilities`` step for step (a window through the forward and
+    backward variables)."""
     emissions, start, trans, end = (np.asarray(x, dtype=np.float64) for x in (emissions, start, trans, end))
     mask = _mask(emissions, lengths)
-    rows = np.asarray(table.rows, dtype=np.intp)
-    log_z = _log_partition(emissions, mask, start, trans, end)[rows]
+    alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+    rows, first, last = (np.asarray(x, dtype=np.intp) for x in (table.rows, table.first, table.last))
+    width = int((last - first).max()) + 1
+    positions = first[:, None] + np.arange(width)  # (L, W)
+    inside = positions <= last[:, None]
+    positions = np.minimum(positions, emissions.shape[1] - 1)
     allowed = allowed_mask(table, emissions.shape[1], emissions.shape[2])
-    chunk = max(1, LATTICE_CELLS // emissions.shape[1])
-    parts = []
-    for a in range(0, len(rows), chunk):
-        clamped = np.where(allowed[a : a + chunk], emissions[rows[a : a + chunk]], FORBIDDEN)
-        parts.append(_log_partition(clamped, mask[rows[a : a + chunk]], start, trans, end))
-    return np.exp(np.concatenate(parts) - log_z)
+    lattice = np.arange(len(rows))[:, None]
+    window = np.where(
+        allowed[lattice, positions], emissions[rows[:, None], positions], FORBIDDEN
+    )  # (L, W, K)
+    before = alphas[rows, np.maximum(first - 1, 0)]  # (L, K)
+    entering = _logsumexp(before[:, :, None] + trans, axis=1)
+    alpha = np.where((first == 0)[:, None], start, entering) + window[:, 0]
+    for i in range(1, width):
+        nxt = _logsumexp(alpha[:, :, None] + trans, axis=1) + window[:, i]
+        alpha = np.where(inside[:, i, None], nxt, alpha)
+    return np.exp(_logsumexp(alpha + betas[rows, last], axis=1) - log_z[rows])
