@@ -80,11 +80,14 @@ def marginals(
     return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
 
 
-def allowed_mask(table: Lattices, steps: int, num_tags: int) -> np.ndarray:
-    """The allowed-tag mask (L, T, K) bool of a table of lattices (``ner_app.tagger.readings.allowed_mask``)."""
-    allowed = np.ones((len(table.rows), steps, num_tags), dtype=bool)
+def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:
+    """The allowed-tag mask (L, W, K) bool of each lattice's window, position 0 being its ``first``
+    (``ner_app.tagger.readings.allowed_mask`` with ``from_first``)."""
+    allowed = np.ones((len(table.rows), width, num_tags), dtype=bool)
+    first = np.asarray(table.first, dtype=np.intp)
     for lists, value in ((table.clear, False), (table.keep, True), (table.drop, False)):
-        allowed[tuple(np.asarray(x, dtype=np.intp) for x in lists)] = value
+        lattice, position, *tag = (np.asarray(x, dtype=np.intp) for x in lists)
+        allowed[(lattice, position - first[lattice]) + tuple(tag)] = value
     return allowed
 
 
@@ -107,11 +110,8 @@ def lattice_probabilities(
     positions = first[:, None] + np.arange(width)  # (L, W)
     inside = positions <= last[:, None]
     positions = np.minimum(positions, emissions.shape[1] - 1)
-    allowed = allowed_mask(table, emissions.shape[1], emissions.shape[2])
-    lattice = np.arange(len(rows))[:, None]
-    window = np.where(
-        allowed[lattice, positions], emissions[rows[:, None], positions], FORBIDDEN
-    )  # (L, W, K)
+    allowed = allowed_mask(table, width, emissions.shape[2])  # (L, W, K)
+    window = np.where(allowed, emissions[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
     before = alphas[rows, np.maximum(first - 1, 0)]  # (L, K)
     entering = _logsumexp(before[:, :, None] + trans, axis=1)
     alpha = np.where((first == 0)[:, None], start, entering) + window[:, 0]

@@ -15,16 +15,18 @@ from ner_app.tagger.crf import CRF, FORBIDDEN
 from ner_app.text.readings import LatticeProbabilities, Lattices, ReadingOptions, SentenceReading, read_batch
 
 
-def allowed_mask(table: Lattices, steps: int, num_tags: int, device: torch.device) -> Tensor:
-    """The allowed-tag mask (L, T, K) bool of a table of lattices."""
+def allowed_mask(
+    table: Lattices, steps: int, num_tags: int, device: torch.device, from_first: bool = False
+) -> Tensor:
+    """The allowed-tag mask (L, T, K) bool of a table of lattices; ``from_first``: only each lattice's window,
+    position 0 being its ``first`` (then ``steps`` is the widest window)."""
     allowed = torch.ones(len(table.rows), steps, num_tags, dtype=torch.bool, device=device)
-
-    def index(lists: tuple[list[int], ...]) -> tuple[Tensor, ...]:
-        return tuple(torch.tensor(x, dtype=torch.long, device=device) for x in lists)
-
-    allowed[index(table.clear)] = False
-    allowed[index(table.keep)] = True
-    allowed[index(table.drop)] = False
+    first = torch.tensor(table.first, dtype=torch.long, device=device)  # (L,)
+    for lists, value in ((table.clear, False), (table.keep, True), (table.drop, False)):
+        lattice, position, *tag = (torch.tensor(x, dtype=torch.long, device=device) for x in lists)
+        if from_first:
+            position = position - first[lattice]
+        allowed[(lattice, position) + tuple(tag)] = value
     return allowed
 
 
@@ -49,11 +51,8 @@ def lattice_probabilities(crf: CRF, emissions: Tensor, mask: Tensor, table: Latt
         positions = first[:, None] + torch.arange(width, device=device)  # (L, W)
         inside = positions <= last[:, None]  # (L, W)
         positions = positions.clamp(max=em.size(1) - 1)
-        allowed = allowed_mask(table, em.size(1), em.size(2), device)  # (L, T, K)
-        lattice = torch.arange(len(table.rows), device=device)[:, None]  # (L, 1)
-        window = torch.where(
-            allowed[lattice, positions], em[rows[:, None], positions], FORBIDDEN
-        )  # (L, W, K)
+        allowed = allowed_mask(table, width, em.size(2), device, from_first=True)  # (L, W, K)
+        window = torch.where(allowed, em[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
         before = alphas[rows, (first - 1).clamp(min=0)]  # (L, K): forward variable before the window
         entering = torch.logsumexp(before.unsqueeze(2) + trans, dim=1)  # (L, K)
         alpha = torch.where((first == 0)[:, None], start, entering) + window[:, 0]  # (L, K)
