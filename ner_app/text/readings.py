@@ -6,8 +6,9 @@ A *reading* is ``(start token, end token exclusive, entity type)``. Its probabil
 of the tag paths that hold exactly that entity: in BIOES ``S-X``, or ``B-X I-X... E-X``; in IOB2 ``B-X I-X...``
 with a next tag that is not ``I-X``; in IOB1 the same, opened by ``B-X`` or by an ``I-X`` that follows no
 ``X`` tag. Each such set of paths is one or two *lattices*, each a per-position set of allowed tags, and the
-model sums each lattice exactly (``CRF.log_partition`` in torch, ``onnx_crf`` in numpy) from one
-``Lattices`` table, so that both predictors score the same readings. No torch and no numpy here.
+model sums each lattice exactly (``tagger/readings.py`` in torch, ``serve/onnx_crf.py`` in numpy; both equal
+``CRF.log_partition`` over the lattice) from ``Lattices`` tables, so that both predictors score the same
+readings. No torch and no numpy here.
 """
 
 from __future__ import annotations
@@ -92,12 +93,22 @@ class Lattices:
     keep: tuple[list[int], list[int], list[int]] = field(default_factory=lambda: ([], [], []))
     drop: tuple[list[int], list[int], list[int]] = field(default_factory=lambda: ([], [], []))
 
-    def add(self, row: int, reading: Reading, length: int, scheme: str, tag_ids: Mapping[str, int]) -> int:
-        """Add the lattices of one reading of batch row ``row``; returns the reading's index."""
+    def add(
+        self,
+        row: int,
+        reading: Reading,
+        length: int,
+        scheme: str,
+        tag_ids: Mapping[str, int],
+        number: int | None = None,
+    ) -> int:
+        """Add the lattices of one reading of batch row ``row`` as reading ``number`` (default: the next);
+        returns that number."""
+        number = self.count if number is None else number
         for lattice in lattices(reading, length, scheme):
             index = len(self.rows)
             self.rows.append(row)
-            self.readings.append(self.count)
+            self.readings.append(number)
             self.first.append(min(c[0] for c in lattice))
             self.last.append(max(c[0] for c in lattice))
             for position, tags, keep in lattice:
@@ -110,8 +121,38 @@ class Lattices:
                         self.keep if keep else self.drop, (index, position, tag), strict=True
                     ):
                         where.append(value)
+        self.count = max(self.count, number + 1)
+        return number
+
+
+# The probability of every lattice of a table (its lattices in order): the model's part.
+LatticeProbabilities = Callable[[Lattices], Sequence[float]]
+
+
+class LatticeBook:
+    """The lattices of a batch's readings, in tables of similar window width (by powers of two), so that one
+    long reading does not widen the windows of all the others."""
+
+    def __init__(self, scheme: str, tag_ids: Mapping[str, int]) -> None:
+        self.scheme, self.tag_ids = scheme, tag_ids
+        self.tables: dict[int, Lattices] = {}
+        self.count = 0  # readings
+
+    def add(self, row: int, reading: Reading, length: int) -> int:
+        """Add one reading of batch row ``row``; returns its number."""
+        width = reading[1] - reading[0] + 2  # its tokens and the positions around them
+        table = self.tables.setdefault(width.bit_length(), Lattices())
+        table.add(row, reading, length, self.scheme, self.tag_ids, self.count)
         self.count += 1
         return self.count - 1
+
+    def probabilities(self, score: LatticeProbabilities) -> list[float]:
+        """The probability of each reading (clamped as ``add_up`` does), one call of ``score`` per table."""
+        total = [0.0] * self.count
+        for table in self.tables.values():
+            for reading, p in zip(table.readings, score(table), strict=True):
+                total[reading] += p
+        return _clamped(total)
 
 
 def add_up(lattices: Lattices, lattice_probabilities: Sequence[float]) -> list[float]:
@@ -119,7 +160,11 @@ def add_up(lattices: Lattices, lattice_probabilities: Sequence[float]) -> list[f
     total = [0.0] * lattices.count
     for reading, p in zip(lattices.readings, lattice_probabilities, strict=True):
         total[reading] += p
-    return [min(max(p, 0.0), 1.0) if math.isfinite(p) else 0.0 for p in total]
+    return _clamped(total)
+
+
+def _clamped(probabilities: list[float]) -> list[float]:
+    return [min(max(p, 0.0), 1.0) if math.isfinite(p) else 0.0 for p in probabilities]
 
 
 def alternative_readings(reading: Reading, length: int, types: Sequence[str]) -> list[Reading]:
@@ -170,10 +215,6 @@ class SentenceReading:
     missed: list[Missed] | None = None
 
 
-# The probability of every lattice of a table (its lattices in order): the model's part.
-LatticeProbabilities = Callable[[Lattices], Sequence[float]]
-
-
 def read_batch(
     tags: Sequence[Sequence[str]],
     outside: Sequence[Sequence[float]] | None,
@@ -187,26 +228,24 @@ def read_batch(
     the predicted paths (training scheme), ``outside`` each token's probability of O (needed for
     ``flag_missed``)."""
     types = entity_types(tag_ids)
-    table = Lattices()
+    book = LatticeBook(scheme, tag_ids)
     plans: list[tuple[list[tuple[Reading, int]], list[list[tuple[Reading, int]]], list[Any]]] = []
     for row, path in enumerate(tags):
         n = len(path)
         found = [(s, e, kind) for kind, s, e in entities(path, scheme)]
-        own = [(r, table.add(row, r, n, scheme, tag_ids)) for r in found]
+        own = [(r, book.add(row, r, n)) for r in found]
         others = [
-            [(a, table.add(row, a, n, scheme, tag_ids)) for a in alternative_readings(r, n, types)]
+            [(a, book.add(row, a, n)) for a in alternative_readings(r, n, types)]
             for r in (found if options.alternatives else [])
         ]
         flagged = []
         if options.flag_missed is not None and outside is not None:
             for i, tag in enumerate(path):
                 if tag == "O" and outside[row][i] < options.flag_missed:
-                    cover = [
-                        (c, table.add(row, c, n, scheme, tag_ids)) for c in covering_readings(i, n, types)
-                    ]
+                    cover = [(c, book.add(row, c, n)) for c in covering_readings(i, n, types)]
                     flagged.append((i, outside[row][i], cover))
         plans.append((own, others, flagged))
-    p = add_up(table, probabilities(table)) if table.rows else []
+    p = book.probabilities(probabilities)
     out = []
     for path, (own, others, flagged) in zip(tags, plans, strict=True):
         alternatives = None

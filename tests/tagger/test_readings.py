@@ -17,6 +17,7 @@ from ner_app.tagger.crf import CRF
 from ner_app.tagger.readings import allowed_mask, lattice_probabilities, read_sentences
 from ner_app.text.readings import (
     WINDOW,
+    LatticeBook,
     Lattices,
     ReadingOptions,
     add_up,
@@ -206,6 +207,28 @@ def test_windowed_lattices_equal_the_constrained_partition(scheme):
         em = emissions.double()
         want = torch.exp(crf.log_partition(em[rows], mask[rows], allowed) - crf.log_partition(em, mask)[rows])
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_book_of_tables_by_width_equals_one_table():
+    """Readings split into tables by window width (so one long reading does not widen every window) get the
+    probabilities they get in one table."""
+    tags = scheme_tags("BIOES", TYPES)
+    torch.manual_seed(10)
+    crf = CRF(len(tags), allowed_transitions(tags, "BIOES"))
+    lengths = [30, 5]
+    emissions = torch.randn(2, 30, len(tags)) * 2
+    mask = torch.arange(30)[None, :] < torch.tensor(lengths)[:, None]
+    ids = {t: i for i, t in enumerate(tags)}
+    asked = [(0, (2, 3, "X")), (0, (0, 30, "Y")), (1, (1, 4, "X")), (0, (10, 25, "X")), (1, (4, 5, "Y"))]
+    book, table = LatticeBook("BIOES", ids), Lattices()
+    for row, reading in asked:
+        book.add(row, reading, lengths[row])
+        table.add(row, reading, lengths[row], "BIOES", ids)
+    assert len(book.tables) > 1
+    with torch.no_grad():
+        got = book.probabilities(lambda t: lattice_probabilities(crf, emissions, mask, t).tolist())
+        want = add_up(table, lattice_probabilities(crf, emissions, mask, table).tolist())
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-300)
 
 
 def test_log_partition_constrained_and_errors():
