@@ -7,6 +7,8 @@ Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every le
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ner_app.text.readings import Lattices
@@ -91,6 +93,36 @@ def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:
     return allowed
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """A batch's potentials in float64 (already tempered) and its forward and backward variables, computed
+    once for all its lattices (``ner_app.tagger.readings.Sweep``)."""
+
+    emissions: np.ndarray  # (B, T, K)
+    start: np.ndarray  # (K,)
+    trans: np.ndarray  # (K, K)
+    alphas: np.ndarray  # (B, T, K)
+    betas: np.ndarray  # (B, T, K)
+    log_z: np.ndarray  # (B,)
+    mask: np.ndarray  # (B, T)
+
+    @classmethod
+    def of(
+        cls, emissions: np.ndarray, lengths: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+    ) -> Sweep:
+        emissions, start, trans, end = (
+            np.asarray(x, dtype=np.float64) for x in (emissions, start, trans, end)
+        )
+        mask = _mask(emissions, lengths)
+        alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+        return cls(emissions, start, trans, alphas, betas, log_z, mask)
+
+    def outside(self, tag: int) -> np.ndarray:
+        """Each token's marginal probability (B, T) of tag ``tag``, 0 at padding."""
+        probs = np.exp(self.alphas[..., tag] + self.betas[..., tag] - self.log_z[:, None])
+        return np.where(self.mask, probs, 0.0)
+
+
 def lattice_probabilities(
     emissions: np.ndarray,
     lengths: np.ndarray,
@@ -99,12 +131,14 @@ def lattice_probabilities(
     end: np.ndarray,
     table: Lattices,
 ) -> np.ndarray:
-    """Probability (L,) float64 of each lattice of ``table`` (the potentials already tempered), in float64:
-    ``ner_app.tagger.readings.lattice_probabilities`` step for step (a window through the forward and
-    backward variables)."""
-    emissions, start, trans, end = (np.asarray(x, dtype=np.float64) for x in (emissions, start, trans, end))
-    mask = _mask(emissions, lengths)
-    alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+    """Probability (L,) float64 of each lattice of ``table`` (the potentials already tempered)."""
+    return window_probabilities(Sweep.of(emissions, lengths, start, trans, end), table)
+
+
+def window_probabilities(sweep: Sweep, table: Lattices) -> np.ndarray:
+    """Probability (L,) float64 of each lattice of ``table`` over the batch of ``sweep``:
+    ``ner_app.tagger.readings.window_probabilities`` step for step."""
+    emissions, start, trans = sweep.emissions, sweep.start, sweep.trans
     rows, first, last = (np.asarray(x, dtype=np.intp) for x in (table.rows, table.first, table.last))
     width = int((last - first).max()) + 1
     positions = first[:, None] + np.arange(width)  # (L, W)
@@ -112,10 +146,10 @@ def lattice_probabilities(
     positions = np.minimum(positions, emissions.shape[1] - 1)
     allowed = allowed_mask(table, width, emissions.shape[2])  # (L, W, K)
     window = np.where(allowed, emissions[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
-    before = alphas[rows, np.maximum(first - 1, 0)]  # (L, K)
+    before = sweep.alphas[rows, np.maximum(first - 1, 0)]  # (L, K)
     entering = _logsumexp(before[:, :, None] + trans, axis=1)
     alpha = np.where((first == 0)[:, None], start, entering) + window[:, 0]
     for i in range(1, width):
         nxt = _logsumexp(alpha[:, :, None] + trans, axis=1) + window[:, i]
         alpha = np.where(inside[:, i, None], nxt, alpha)
-    return np.exp(_logsumexp(alpha + betas[rows, last], axis=1) - log_z[rows])
+    return np.exp(_logsumexp(alpha + sweep.betas[rows, last], axis=1) - sweep.log_z[rows])

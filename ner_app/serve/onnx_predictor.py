@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ner_app.files import read_json, sha256_file
-from ner_app.serve.onnx_crf import lattice_probabilities, marginals, viterbi
+from ner_app.serve.onnx_crf import Sweep, marginals, viterbi, window_probabilities
 from ner_app.serve.onnx_manifest import (
     OnnxManifest,
     OnnxModelError,
@@ -225,12 +225,12 @@ class OnnxPredictor:
             lengths = np.array([len(t) for t in tokens])
             paths = viterbi(scores, lengths, *self.crf)
             tags = [self.tags.decode(paths[row, :n].tolist()) for row, n in enumerate(lengths)]
-            potentials = tuple(x / self.temperature for x in (scores, *self.crf))
-            emissions, start, trans, end = potentials
+            t = self.temperature
+            sweep = Sweep.of(scores / t, lengths, *(x / t for x in self.crf))
             outside = None
             if options.flag_missed is not None and "O" in tag_ids:
-                outside = marginals(emissions, lengths, start, trans, end)[..., tag_ids["O"]].tolist()
-            probabilities = functools.partial(_lattice_probabilities, potentials, lengths)
+                outside = sweep.outside(tag_ids["O"]).tolist()
+            probabilities = functools.partial(_window_probabilities, sweep)
             found = read_batch(tags, outside, self.scheme, tag_ids, options, probabilities)
             results.update(zip(batch, found, strict=True))
         return join_readings(pieces, results, len(sentences))
@@ -258,8 +258,5 @@ class OnnxPredictor:
         return predict_lines(lines, self._read, options, chunk)
 
 
-def _lattice_probabilities(
-    potentials: tuple[np.ndarray, ...], lengths: np.ndarray, table: Lattices
-) -> list[float]:
-    emissions, start, trans, end = potentials
-    return lattice_probabilities(emissions, lengths, start, trans, end, table).tolist()
+def _window_probabilities(sweep: Sweep, table: Lattices) -> list[float]:
+    return window_probabilities(sweep, table).tolist()

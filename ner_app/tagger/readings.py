@@ -8,6 +8,8 @@ two log-sums of hundreds, which float32 would round past 1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -30,37 +32,65 @@ def allowed_mask(
     return allowed
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """A batch's tempered potentials (float64) and its forward and backward variables, computed once for
+    all the lattices of the batch."""
+
+    emissions: Tensor  # (B, T, K)
+    start: Tensor  # (K,)
+    trans: Tensor  # (K, K)
+    alphas: Tensor  # (B, T, K)
+    betas: Tensor  # (B, T, K)
+    log_z: Tensor  # (B,)
+
+    @classmethod
+    def of(cls, crf: CRF, emissions: Tensor, mask: Tensor) -> Sweep:
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            em, start, trans, end = crf._tempered(emissions.double())  # (B, T, K), (K,), (K, K), (K,)
+            alphas = torch.stack(crf._alphas(em, mask, start, trans), dim=1)  # (B, T, K)
+            betas = crf._betas(em, mask, trans, end)  # (B, T, K)
+            return cls(em, start, trans, alphas, betas, torch.logsumexp(alphas[:, -1] + end, dim=1))
+
+    def outside(self, mask: Tensor, tag: int) -> Tensor:
+        """Each token's marginal probability (B, T) of tag ``tag`` (0 at padding), as ``CRF.marginals``."""
+        return torch.exp(self.alphas[..., tag] + self.betas[..., tag] - self.log_z[:, None]).masked_fill(
+            ~mask, 0
+        )
+
+
 def lattice_probabilities(crf: CRF, emissions: Tensor, mask: Tensor, table: Lattices) -> Tensor:
-    """Probability (L,) float64 of each lattice of ``table`` over a batch of emissions (B, T, K), mask (B, T).
+    """Probability (L,) float64 of each lattice of ``table`` over a batch of emissions (B, T, K), mask (B, T)."""
+    return window_probabilities(Sweep.of(crf, emissions, mask), table)
+
+
+def window_probabilities(sweep: Sweep, table: Lattices) -> Tensor:
+    """Probability (L,) float64 of each lattice of ``table`` over the batch of ``sweep``.
 
     Outside its window (``first``..``last``) a lattice is the sentence's full lattice, so its log-sum is the
     forward variable before the window, a forward recursion through the window's constrained positions, and
     the backward variable after it: the same value as ``CRF.log_partition`` with the lattice's mask (a test
     holds them equal), in a few steps per reading rather than one pass over the sentence.
     """
-    with torch.autocast(device_type=emissions.device.type, enabled=False):
-        em, start, trans, end = crf._tempered(emissions.double())  # (B, T, K), (K,), (K, K), (K,)
-        alphas = torch.stack(crf._alphas(em, mask, start, trans), dim=1)  # (B, T, K)
-        betas = crf._betas(em, mask, trans, end)  # (B, T, K)
-        log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
-        device = em.device
-        rows = torch.tensor(table.rows, dtype=torch.long, device=device)  # (L,)
-        first = torch.tensor(table.first, dtype=torch.long, device=device)  # (L,)
-        last = torch.tensor(table.last, dtype=torch.long, device=device)  # (L,)
-        width = int((last - first).max()) + 1
-        positions = first[:, None] + torch.arange(width, device=device)  # (L, W)
-        inside = positions <= last[:, None]  # (L, W)
-        positions = positions.clamp(max=em.size(1) - 1)
-        allowed = allowed_mask(table, width, em.size(2), device, from_first=True)  # (L, W, K)
-        window = torch.where(allowed, em[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
-        before = alphas[rows, (first - 1).clamp(min=0)]  # (L, K): forward variable before the window
-        entering = torch.logsumexp(before.unsqueeze(2) + trans, dim=1)  # (L, K)
-        alpha = torch.where((first == 0)[:, None], start, entering) + window[:, 0]  # (L, K)
-        for i in range(1, width):
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + window[:, i]
-            alpha = torch.where(inside[:, i, None], nxt, alpha)
-        log_lattice = torch.logsumexp(alpha + betas[rows, last], dim=1)  # (L,)
-        return torch.exp(log_lattice - log_z[rows])
+    em, start, trans = sweep.emissions, sweep.start, sweep.trans
+    device = em.device
+    rows = torch.tensor(table.rows, dtype=torch.long, device=device)  # (L,)
+    first = torch.tensor(table.first, dtype=torch.long, device=device)  # (L,)
+    last = torch.tensor(table.last, dtype=torch.long, device=device)  # (L,)
+    width = int((last - first).max()) + 1
+    positions = first[:, None] + torch.arange(width, device=device)  # (L, W)
+    inside = positions <= last[:, None]  # (L, W)
+    positions = positions.clamp(max=em.size(1) - 1)
+    allowed = allowed_mask(table, width, em.size(2), device, from_first=True)  # (L, W, K)
+    window = torch.where(allowed, em[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
+    before = sweep.alphas[rows, (first - 1).clamp(min=0)]  # (L, K): forward variable before the window
+    entering = torch.logsumexp(before.unsqueeze(2) + trans, dim=1)  # (L, K)
+    alpha = torch.where((first == 0)[:, None], start, entering) + window[:, 0]  # (L, K)
+    for i in range(1, width):
+        nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + window[:, i]
+        alpha = torch.where(inside[:, i, None], nxt, alpha)
+    log_lattice = torch.logsumexp(alpha + sweep.betas[rows, last], dim=1)  # (L,)
+    return torch.exp(log_lattice - sweep.log_z[rows])
 
 
 def read_sentences(
@@ -71,13 +101,14 @@ def read_sentences(
     paths = crf.decode(emissions, mask)[0].tolist()  # (B, T)
     lengths = mask.sum(dim=1).tolist()
     tags = [[itos[i] for i in path[:n]] for path, n in zip(paths, lengths, strict=True)]
+    sweep = Sweep.of(crf, emissions, mask)
     outside = None
     if options.flag_missed is not None and "O" in itos:
-        outside = crf.marginals(emissions, mask)[..., itos.index("O")].double().tolist()  # (B, T)
+        outside = sweep.outside(mask, itos.index("O")).tolist()  # (B, T)
     tag_ids = {tag: i for i, tag in enumerate(itos)}
 
     def probabilities(table: Lattices) -> list[float]:
-        return lattice_probabilities(crf, emissions, mask, table).tolist()
+        return window_probabilities(sweep, table).tolist()
 
     score: LatticeProbabilities = probabilities
     return read_batch(tags, outside, scheme, tag_ids, options, score)
