@@ -19,7 +19,6 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from ner_app.serve.evaluate import read_gold
 from ner_app.serve.predictor import Predictor
-from ner_app.text.tags import entities
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)  # the rows of the printed table
 SCORE_DECIMALS = 4  # as predict prints an entity's score (``text/pieces.py``)
@@ -38,23 +37,19 @@ class ScoredEntity:
     correct: bool
 
 
-def entity_score(probabilities: Sequence[float], start: int, end: int) -> float:
-    """An entity's score as ``predict`` reports it: the mean probability of its tokens' predicted tags."""
-    return round(sum(probabilities[start:end]) / (end - start), SCORE_DECIMALS)
-
-
 def scored_entities(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ScoredEntity]]:
     """Tag the gold file once: its counts (``file``, ``sentences``, ``tokens``, ``scheme``, ``gold_entities``)
-    and every predicted entity, scored and judged against the gold ones."""
+    and every predicted entity, scored as ``predict`` scores it (the probability of its reading, rounded) and
+    judged against the gold ones."""
     sentences, scheme = read_gold(gold_path)
-    tagged = predictor.tag([s.tokens for s in sentences], [s.doc for s in sentences])
+    readings = predictor.read([s.tokens for s in sentences], [s.doc for s in sentences])
     found: list[ScoredEntity] = []
     gold_count = 0
-    for n, (sentence, (tags, probabilities)) in enumerate(zip(sentences, tagged, strict=True)):
+    for n, (sentence, reading) in enumerate(zip(sentences, readings, strict=True)):
         gold = {(kind, start, end + 1) for kind, start, end in get_entities(list(sentence.tags))}
         gold_count += len(gold)
-        for kind, start, end in entities(tags, predictor.scheme):
-            score = entity_score(probabilities, start, end)
+        for (start, end, kind), p in reading.entities:
+            score = round(p, SCORE_DECIMALS)
             found.append(ScoredEntity(n, kind, start, end, score, (kind, start, end) in gold))
     counts = {
         "file": str(gold_path),

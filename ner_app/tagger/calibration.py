@@ -13,15 +13,17 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from ner_app.tagger.crf import CRF
+from ner_app.tagger.readings import Sweep, window_probabilities
 from ner_app.tagger.spec import Calibration
+from ner_app.text.readings import LatticeBook
 from ner_app.text.reliability import correct_entities, expected_calibration_error, log_loss
 from ner_app.text.tags import Span, entities
 from ner_app.text.vocab import Vocab
@@ -33,16 +35,25 @@ OBJECTIVES = ("log_loss", "gold_nll")
 
 
 def entity_scores(
-    crf: CRF, emissions: Tensor, mask: Tensor, paths: Tensor, spans: Sequence[Sequence[Span]]
+    crf: CRF,
+    emissions: Tensor,
+    mask: Tensor,
+    spans: Sequence[Sequence[Span]],
+    tag_ids: Mapping[str, int],
+    scheme: str,
 ) -> list[list[float]]:
-    """The score of each predicted entity (``spans[b]``: row b's entities on its Viterbi path ``paths[b]``)
-    under the CRF's current temperature: the mean marginal probability of the entity's tags, what prediction
-    reports. Emissions (B, T, K), mask and paths (B, T)."""
-    chosen = crf.marginals(emissions, mask).gather(-1, paths.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    rows = chosen.tolist()
-    return [
-        [sum(row[s:e]) / (e - s) for _, s, e in row_spans] for row, row_spans in zip(rows, spans, strict=True)
+    """The score of each predicted entity (``spans[b]``: row b's entities, from its Viterbi path) under the
+    CRF's current temperature: the probability of the entity's reading, what prediction reports
+    (``tagger/readings.py``), unrounded. Emissions (B, T, K), mask (B, T); ``scheme`` the training scheme."""
+    lengths = mask.sum(dim=1).tolist()
+    book = LatticeBook(scheme, tag_ids)
+    numbers = [
+        [book.add(b, (s, e, kind), n) for kind, s, e in row]
+        for b, (row, n) in enumerate(zip(spans, lengths, strict=True))
     ]
+    sweep = Sweep.of(crf, emissions, mask)
+    p = book.probabilities(lambda table: window_probabilities(sweep, table).tolist())
+    return [[p[k] for k in row] for row in numbers]
 
 
 @dataclass
@@ -58,6 +69,8 @@ class CalibrationSet:
     correct: list[bool]
     gold_ids: list[Tensor]
     gold_known: list[Tensor]
+    tag_ids: dict[str, int] = field(default_factory=dict)  # the tag vocabulary, for the readings
+    scheme: str = "BIOES"  # the training scheme
 
     @property
     def entities(self) -> int:
@@ -76,7 +89,7 @@ def calibration_set(
 ) -> CalibrationSet:
     """Decode each batch (emissions (B, T, K), mask (B, T), gold tags of the training ``scheme`` per row) once
     and label its predicted entities against the gold ones."""
-    data = CalibrationSet([], [], [], [], [], [], [])
+    data = CalibrationSet([], [], [], [], [], [], [], dict(tags.stoi), scheme)
     with torch.no_grad():
         for emissions, mask, gold in batches:
             device = crf.transitions.device
@@ -120,10 +133,12 @@ def scores_at(crf: CRF, data: CalibrationSet, temperature: float) -> list[float]
     """Every predicted entity's score at ``temperature``, flat, in the order of ``data.correct``."""
     out: list[float] = []
     with torch.no_grad(), tempered(crf, temperature) as at_t:
-        for emissions, mask, paths, spans in zip(
-            data.emissions, data.masks, data.paths, data.spans, strict=True
-        ):
-            out += [s for row in entity_scores(at_t, emissions, mask, paths, spans) for s in row]
+        for emissions, mask, spans in zip(data.emissions, data.masks, data.spans, strict=True):
+            out += [
+                s
+                for row in entity_scores(at_t, emissions, mask, spans, data.tag_ids, data.scheme)
+                for s in row
+            ]
     return out
 
 

@@ -19,7 +19,9 @@ from ner_app.tagger.calibration import (
 )
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.crf import CRF
+from ner_app.tagger.readings import read_sentences
 from ner_app.tagger.spec import SpecError, TaggerSpec
+from ner_app.text.readings import ReadingOptions
 from ner_app.text.tags import entities
 from ner_app.text.vocab import Vocab
 
@@ -141,21 +143,24 @@ def test_the_gold_nll_fit_recovers_the_temperature_with_multi_token_entities(tru
     assert gold_path_nll(crf, data, fit.temperature) <= gold_path_nll(crf, data, 1.0)
 
 
-def test_entity_scores_are_mean_tempered_marginals_and_in_0_1() -> None:
+def test_entity_scores_are_the_reading_probabilities_prediction_reports_and_in_0_1() -> None:
     crf = make_crf(BIOES, seed=2, scale=1.0)
     emissions = torch.randn(2, 5, len(BIOES), generator=torch.Generator().manual_seed(3)) * 4
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     paths = crf.decode(emissions, mask)[0]
     vocab = Vocab(BIOES, specials=False)
     spans = [entities(vocab.decode(paths[b, :n].tolist()), "BIOES") for b, n in enumerate((5, 3))]
+    assert sum(len(s) for s in spans) > 0
     crf.temperature = 1.7
-    got = entity_scores(crf, emissions.double(), mask, paths, spans)
+    got = entity_scores(crf, emissions.double(), mask, spans, dict(vocab.stoi), "BIOES")
+    read = read_sentences(crf, emissions.double(), mask, vocab.itos, "BIOES", ReadingOptions())
     for b, n in enumerate((5, 3)):
         brute = brute_marginals(crf, emissions[b], n, 1.7)
-        for (_, s, e), score in zip(spans[b], got[b], strict=True):
-            want = sum(float(brute[i, paths[b, i]]) for i in range(s, e)) / (e - s)
-            assert score == pytest.approx(want, abs=1e-6)  # fp32 parameters
-            assert 0.0 <= score <= 1.0
+        assert [(kind, s, e) for (s, e, kind), _ in read[b].entities] == spans[b]
+        for (_, s, e), score, (_, want) in zip(spans[b], got[b], read[b].entities, strict=True):
+            assert score == pytest.approx(want, abs=1e-12) and 0.0 <= score <= 1.0
+            # the whole entity is at most as probable as any one of its tags
+            assert score <= min(float(brute[i, paths[b, i]]) for i in range(s, e)) + 1e-6
 
 
 def test_scores_at_leaves_the_temperature_and_calibration_keeps_every_entity() -> None:
