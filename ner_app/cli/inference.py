@@ -124,6 +124,10 @@ def predict(args: argparse.Namespace) -> int:
     from ner_app.text.lines import decoded_lines
 
     fmt = output_format(args.format)
+    if args.workers is not None and args.workers > 1:  # N processes: cli/predict_workers.py
+        from ner_app.cli.predict_workers import predict_in_workers
+
+        return predict_in_workers(args, fmt, str(_model(args)))
     _set_threads(args)
     check_device(args.device)
     predictor = Predictor.from_export(

@@ -120,6 +120,14 @@ def add_predict_parser(commands: argparse._SubParsersAction) -> None:
     )
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
+    predict.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="tag in N worker processes (each loads the model once, 1 torch thread unless --threads); the output "
+        "is the same as one process's, in input order, and is written once all of it is done (at most one "
+        "worker per CPU core)",
+    )
     add_model_arguments(
         predict,
         Owned(PREDICTOR, "Predictor.__init__.batch_size"),
