@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.benchmark import benchmark
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
 from ner_app.cli.parser import TRAIN_DESCRIPTION, OwnedNamespace, add_train_arguments, build_parser
@@ -202,6 +203,7 @@ HANDLERS = {
     "download-elmo": _download_elmo,
     "serve": serve,
     "convert": convert,
+    "benchmark": benchmark,
 }
 
 

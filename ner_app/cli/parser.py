@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from ner_app.cli.arguments import Owned, OwnedNamespace, positive_int
+from ner_app.cli.benchmark import add_benchmark_parser
 from ner_app.cli.convert import add_convert_parser
 from ner_app.cli.model_commands import (
     add_download_elmo_parser,
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_download_elmo_parser,
         add_serve_parser,
         add_convert_parser,
+        add_benchmark_parser,
     ):
         add(commands)
     return parser

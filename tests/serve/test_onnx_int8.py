@@ -5,6 +5,7 @@ CoNLL-2003)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -93,3 +94,51 @@ def test_quantize_without_onnx_is_one_line(trained, tmp_path, capsys):  # noqa: 
     with pytest.raises(SystemExit) as exit_:
         main(["export", "--onnx", "--quantize", "int4", "--output", str(tmp_path / "o")])
     assert exit_.value.code == 2 and not (tmp_path / "o").exists()
+
+
+SPEED = re.compile(
+    r"^(torch|onnx|int8) \(.*\): ([\d,]+) words/s, 95% CI \[([\d,]+), ([\d,]+)\] over (\d+) batches \(([\d,]+) words in "
+    r"[\d.]+ s; 2 warm-up batches left out\)$"
+)
+
+
+@pytest.mark.parametrize("where, path", [("run/export", "torch"), ("onnx", "onnx"), ("onnx_int8", "int8")])
+def test_benchmark_speed_on_every_path(trained, int8, tmp_path, capsys, where, path):  # noqa: F811
+    text = tmp_path / "in.txt"
+    text.write_text("Alice Smith flew to Paris.\nAcme Corp hired Bob Jones in Berlin. Then Alice left!\n\n")
+    args = ["benchmark", "speed", "--model", str(trained / where), "--input", str(text), "--batches", "12"]
+    assert main([*args, "--warmup", "2", "--batch-size", "4", "--path", path]) == 0
+    found = SPEED.match(capsys.readouterr().out.strip())
+    assert found, found
+    mean, low, high = (float(found.group(i).replace(",", "")) for i in (2, 3, 4))
+    assert found.group(1) == path and int(found.group(5)) == 12
+    assert 0 < low <= mean <= high < 1e8
+    assert int(found.group(6).replace(",", "")) == 16 * (
+        6 + 8 + 4
+    )  # 48 sentences: the 3 (6, 8, 4 words) 16 times
+
+
+def test_benchmark_speed_refuses_a_path_the_folder_does_not_hold(trained, tmp_path, capsys):  # noqa: F811
+    text = tmp_path / "in.txt"
+    text.write_text("Alice\n")
+    assert (
+        main(["benchmark", "speed", "--model", str(trained / "onnx"), "--input", str(text), "--path", "int8"])
+        == 2
+    )
+    one_error_line(capsys, "holds fp32 ONNX graphs", "--quantize int8")
+    assert (
+        main(
+            [
+                "benchmark",
+                "speed",
+                "--model",
+                str(trained / "run/export"),
+                "--input",
+                str(text),
+                "--path",
+                "onnx",
+            ]
+        )
+        == 2
+    )
+    one_error_line(capsys, "is not an ONNX export")
