@@ -31,9 +31,10 @@ from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
 
 TAG_CHUNK = 512  # Predictor.tag_lines's default chunk (a test keeps the two equal)
-LINES_PER_TASK = 4 * TAG_CHUNK  # raw lines a worker tags at a time: a multiple of TAG_CHUNK, so batches match
+LINES_PER_TASK = TAG_CHUNK  # raw lines a worker tags at a time: a multiple of TAG_CHUNK, so batches match;
+# small, so that the last tasks end close together (the pickling per task is a small part of its tagging)
 GROUPS_PER_TASK = 8  # CoNLL: batches a worker runs at a time
-TASKS_AHEAD = 2  # tasks in flight per worker: enough to keep each busy, few enough to bound memory
+TASKS_AHEAD = 4  # tasks in flight per worker: enough to keep each busy, few enough to bound memory
 PRELOAD = ["ner_app.serve.predictor"]  # what the forkserver imports once for all workers
 
 T = TypeVar("T")
