@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.cli.active_learning import find_threshold, select
+from ner_app.cli.benchmark import benchmark
 from ner_app.cli.calibrate import calibrate
 from ner_app.cli.check_data import check_data
 from ner_app.cli.convert import convert
@@ -213,6 +214,7 @@ HANDLERS = {
     "check-data": check_data,
     "find-threshold": find_threshold,
     "select": select,
+    "benchmark": benchmark,
 }
 
 

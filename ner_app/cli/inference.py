@@ -118,9 +118,12 @@ def export(args: argparse.Namespace) -> int:
 
         require_onnxruntime()  # before the shipped model is looked for: the missing package is the first fix
         model = _model(args)
-        out = export_onnx_from(model, args.output)
-        print(f"exported {model} to ONNX in {out}", file=sys.stderr)
+        out = export_onnx_from(model, args.output, args.quantize)
+        kind = "ONNX" if args.quantize is None else f"ONNX ({args.quantize} weights)"
+        print(f"exported {model} to {kind} in {out}", file=sys.stderr)
         return 0
+    if args.quantize is not None:
+        raise NerAppError("--quantize goes with --onnx (it quantizes the ONNX graphs)")
     if args.checkpoint is None or args.model is not None:
         raise NerAppError(
             "export: give --checkpoint CKPT, or --onnx [--model EXPORT_DIR] to convert an export"
@@ -169,6 +172,10 @@ def predict(args: argparse.Namespace) -> int:
             f"--min-score, --alternatives and --flag-missed report on entities: they go with --format jsonl or "
             f"html, not {args.format}"
         )
+    if args.workers is not None and args.workers > 1:  # N processes: cli/predict_workers.py
+        from ner_app.cli.predict_workers import predict_in_workers
+
+        return predict_in_workers(args, fmt, str(_model(args)), options)
     _set_threads(args)
     check_device(args.device)
     from ner_app.text.reliability import note_uncalibrated

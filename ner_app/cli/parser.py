@@ -9,6 +9,7 @@ import argparse
 
 from ner_app.cli.active_learning import add_find_threshold_parser, add_select_parser
 from ner_app.cli.arguments import Owned, OwnedNamespace, positive_int
+from ner_app.cli.benchmark import add_benchmark_parser
 from ner_app.cli.calibrate import add_calibrate_parser
 from ner_app.cli.check_data import add_check_data_parser
 from ner_app.cli.convert import add_convert_parser
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_check_data_parser,
         add_find_threshold_parser,
         add_select_parser,
+        add_benchmark_parser,
     ):
         add(commands)
     return parser

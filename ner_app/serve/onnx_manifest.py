@@ -128,6 +128,7 @@ class OnnxManifest:
     sha256: dict[str, str]
     elmo_chars: Any = field(default=None, metadata=checked(lambda value, key, reader: value))
     manifest_sha256: str | None = None
+    quantize: str | None = None  # "int8": graphs with int8 weights (export --onnx --quantize int8)
 
     @classmethod
     def from_json(cls, data: Any, source: str) -> OnnxManifest:

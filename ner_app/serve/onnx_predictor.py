@@ -77,6 +77,9 @@ class OnnxPredictor:
             if not (root / name).is_file() or sha256_file(root / name) != digest:
                 raise OnnxModelError(f"{root / name}: missing or changed after export (sha256 differs)")
         check_checksum(manifest, str(path))  # the manifest itself: its tags, sizes and char layout
+        if record.quantize not in (None, "int8"):
+            raise OnnxModelError(f"{path}: quantize {record.quantize!r} is not int8; export the model again")
+        self.quantize = record.quantize  # None: fp32 graphs; "int8": quantized weights
         spec = record.spec
         self.words, self.chars = spec.vocab.words.build(), spec.vocab.chars.build()
         self.tags = spec.vocab.tags.build()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import operator
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,8 +57,9 @@ def _load_package() -> tuple[list[str], np.ndarray]:
             f"reading the GloVe package '{PACKAGE}' needs pyarrow: pip install pyarrow"
         ) from None
     root = Path(module.ROOT)
-    # read with pyarrow, not pandas: words such as "nan", "null" and "n/a" must stay strings
-    words = pq.read_table(root / _INDEX_FILE, columns=["index"]).column("index").to_pylist()
+    # read with pyarrow, not pandas: words such as "nan", "null" and "n/a" must stay strings. ParquetFile, not
+    # read_table: read_table goes through pyarrow.dataset, whose import pulls in pandas (a quarter second)
+    words = pq.ParquetFile(root / _INDEX_FILE).read(columns=["index"]).column("index").to_pylist()
     vectors = np.load(root / _EMB_FILE, mmap_mode="r")
     if vectors.ndim != 2 or vectors.shape[0] != len(words):
         raise NerAppError(f"{root}: {len(words)} words but vectors of shape {vectors.shape}")
@@ -172,14 +174,15 @@ def package_rows(words: Sequence[str]) -> torch.Tensor:
     vocabulary are GloVe's own lowercase words; the first occurrence wins, as in ``embedding_matrix``).
     Raises ``GloveMissingError`` without the package and ``NerAppError`` for a word it does not have."""
     package_words, vectors = _load_package()
-    index: dict[str, int] = {}
-    for i, word in enumerate(package_words):
-        index.setdefault(word, i)
-    missing = [w for w in words if w not in index]
-    if missing:
+    # built backwards, so that the first occurrence of a word is the one kept; dict and itemgetter loop in C
+    index = dict(zip(reversed(package_words), range(len(package_words) - 1, -1, -1), strict=True))
+    try:
+        found = list(operator.itemgetter(*words)(index)) if len(words) > 1 else [index[w] for w in words]
+    except KeyError:
+        missing = [w for w in words if w not in index]
         raise NerAppError(
             f"GloVe package '{PACKAGE}' lacks {len(missing)} of the {len(words)} frozen words "
             f"(first: {missing[0]!r})"
-        )
-    rows = np.asarray(vectors[[index[w] for w in words]], dtype=np.float32)
+        ) from None
+    rows = np.asarray(vectors[found], dtype=np.float32)
     return torch.from_numpy(rows)

@@ -42,6 +42,7 @@ from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.onnx_graphs import BilmGraph, TaggerGraph, untrimmed
+from ner_app.tagger.onnx_quantize import INT8_TOLERANCE, check_quantize, quantize_graph
 from ner_app.tagger.spec import TaggerSpec
 
 ONNX_FORMAT = "ner_app.onnx/1"
@@ -80,8 +81,9 @@ def is_onnx_export(folder: Path) -> bool:
     return MANIFEST in names and names <= ONNX_FILES
 
 
-def export_onnx_from(export_dir: str | Path, output_dir: str | Path) -> Path:
-    """The export folder ``export_dir`` (``load_export``) as an ONNX folder ``output_dir``."""
+def export_onnx_from(export_dir: str | Path, output_dir: str | Path, quantize: str | None = None) -> Path:
+    """The export folder ``export_dir`` (``load_export``) as an ONNX folder ``output_dir`` (``quantize``:
+    None or ``"int8"``, ``onnx_quantize``)."""
     source, out = Path(export_dir), Path(output_dir)
     require_onnxruntime()
     if source.is_dir() and out.resolve().is_relative_to(source.resolve()):
@@ -90,11 +92,15 @@ def export_onnx_from(export_dir: str | Path, output_dir: str | Path) -> Path:
         )
     refuse_foreign(out, is_onnx_export, "an ONNX export")
     tagger, spec = load_export(source)
-    return export_onnx(tagger, spec, out)
+    return export_onnx(tagger, spec, out, quantize)
 
 
-def export_onnx(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path) -> Path:
-    """Write the ONNX folder (all or nothing, by ``atomic_folder``); the tagger is moved to the CPU, eval mode."""
+def export_onnx(
+    tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path, quantize: str | None = None
+) -> Path:
+    """Write the ONNX folder (all or nothing, by ``atomic_folder``); the tagger is moved to the CPU, eval mode.
+    With ``quantize="int8"`` the graphs are checked in fp32, then quantized (``onnx_quantize``)."""
+    check_quantize(quantize)
     out = Path(output_dir)
     ort = require_onnxruntime()
     refuse_foreign(out, is_onnx_export, "an ONNX export")
@@ -138,9 +144,14 @@ def export_onnx(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pat
         )
         start, trans, end = (s.detach().float().numpy() for s in tagger.crf._scores())  # what decode uses
         np.savez(tmp / "crf.npz", start=start, transitions=trans, end=end)
-        manifest = _manifest(spec, sorted(p.name for p in tmp.iterdir()), tmp)
+        if quantize is not None:
+            check_graphs(ort, tmp, tagger, spec, str(out))  # the fp32 graphs compute the tagger's emissions
+            for graph in ("tagger.onnx", "bilm.onnx"):
+                if (tmp / graph).exists():
+                    quantize_graph(tmp / graph)
+        manifest = _manifest(spec, sorted(p.name for p in tmp.iterdir()), tmp, quantize)
         (tmp / MANIFEST).write_text(json.dumps(manifest) + "\n", encoding="utf-8")
-        check_graphs(ort, tmp, tagger, spec, str(out))
+        check_graphs(ort, tmp, tagger, spec, str(out), TOLERANCE if quantize is None else INT8_TOLERANCE)
     return out
 
 
@@ -194,7 +205,9 @@ def _held_notes(spool: Path) -> Iterator[None]:
         spool.unlink(missing_ok=True)
 
 
-def _manifest(spec: TaggerSpec, files: list[str], folder: Path) -> dict[str, Any]:
+def _manifest(
+    spec: TaggerSpec, files: list[str], folder: Path, quantize: str | None = None
+) -> dict[str, Any]:
     """``onnx.json``: the spec, the char layout and every file's sha256, under a checksum of its own."""
     elmo_chars = {
         "max_chars": MAX_CHARS,
@@ -217,6 +230,8 @@ def _manifest(spec: TaggerSpec, files: list[str], folder: Path) -> dict[str, Any
         "torch": torch.__version__,
         "sha256": {name: sha256_file(folder / name) for name in files},
     }
+    if quantize is not None:  # only then: an fp32 manifest stays what earlier versions wrote
+        manifest["quantize"] = quantize
     return {**manifest, MANIFEST_SUM: canonical_sha256(manifest)}  # the tags, sizes and char layout included
 
 
@@ -230,10 +245,15 @@ def _sentences(spec: TaggerSpec, lengths: Sequence[int], shift: int = 0) -> list
 
 
 def check_graphs(
-    ort: ModuleType, folder: Path, tagger: BiLstmCrfTagger, spec: TaggerSpec, name: str
+    ort: ModuleType,
+    folder: Path,
+    tagger: BiLstmCrfTagger,
+    spec: TaggerSpec,
+    name: str,
+    tolerance: float = TOLERANCE,
 ) -> float:
     """Run the graphs in ``folder`` with onnxruntime on sentences of other shapes than the traced ones; their
-    emissions must be the tagger's within ``TOLERANCE`` (else an error naming ``name``). Returns the largest
+    emissions must be the tagger's within ``tolerance`` (else an error naming ``name``). Returns the largest
     difference."""
     batch = encode_batch(
         _sentences(spec, (1, 7, 4), shift=3),
@@ -254,7 +274,7 @@ def check_graphs(
     found = graph.run(None, feeds)[0]
     mask = batch["mask"].numpy()
     gap = float(np.abs(found - expected)[mask].max())
-    bound = TOLERANCE * max(1.0, float(np.abs(expected[mask]).max()))
+    bound = tolerance * max(1.0, float(np.abs(expected[mask]).max()))
     if not gap <= bound:  # also catches NaN
         raise OnnxExportError(
             f"{name}: onnxruntime's emissions differ from the tagger's by {gap:.2e} (more than {bound:.1e}); "

@@ -26,11 +26,16 @@ class Vocab:
         self.specials = specials
         self.lowercase = lowercase
         self.itos: list[str] = [PAD, UNK] if specials else []
-        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
-        for token in tokens:
-            if token not in self.stoi:
-                self.stoi[token] = len(self.itos)
-                self.itos.append(token)
+        self.itos += tokens
+        # a loop in C (a vocabulary with GloVe's words has 400k entries)
+        self.stoi: dict[str, int] = dict(zip(self.itos, range(len(self.itos)), strict=True))
+        if len(self.stoi) != len(self.itos):  # repeats (or a special among the tokens): the first one counts
+            entries, self.itos = self.itos, []
+            self.stoi = {}
+            for token in entries:
+                if token not in self.stoi:
+                    self.stoi[token] = len(self.itos)
+                    self.itos.append(token)
         # training counts of the entries (set by from_counter; not exported): weights for GloVe coverage
         self.counts: dict[str, int] | None = None
 

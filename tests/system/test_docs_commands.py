@@ -88,6 +88,15 @@ TESTED: dict[str, str] = {
     "python -m ner_app predict --model runs/tiny/export --input news.txt --format brat --output pre_brat": (
         "tests/system/hostile/test_check_data.py::test_predict_never_replaces_what_it_did_not_write"
     ),
+    "python -m ner_app predict --model runs/tiny/export --input news.txt --workers 2 > entities.jsonl": (
+        "tests/system/hostile/test_predict_workers.py::test_workers_write_what_one_process_writes"
+    ),
+    "python -m ner_app export --onnx --quantize int8 --model runs/tiny/export --output runs/tiny/onnx_int8": (
+        "tests/serve/test_onnx_int8.py::test_int8_graphs_hold_integer_ops_and_the_manifest_says_so"
+    ),
+    "python -m ner_app benchmark speed --model runs/tiny/export --input news.txt --path torch": (
+        "tests/serve/test_onnx_int8.py::test_benchmark_speed_on_every_path"
+    ),
     "python -m ner_app convert export.jsonl --from doccano --output mine/train.txt": (
         "tests/text/test_annotation_formats.py::test_documented_commands"
     ),

@@ -1,0 +1,101 @@
+"""``ner-app benchmark speed``: a tagger's words per second with a 95% bootstrap interval (``serve/speed.py``),
+on the torch path (an export folder) or the ONNX path (an ``export --onnx`` folder, fp32 or int8)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ner_app.cli.arguments import positive_int
+from ner_app.errors import NerAppError
+
+PATHS = ("torch", "onnx", "int8")
+MAX_INPUT_BYTES = 256 << 20  # the input is read whole (its sentences are cycled): bounded
+
+
+def add_benchmark_parser(commands: argparse._SubParsersAction) -> None:
+    benchmark = commands.add_parser(
+        "benchmark", help="measure a tagger: benchmark speed (words/s with a 95%% confidence interval)"
+    )
+    kinds = benchmark.add_subparsers(dest="benchmark", metavar="WHAT", required=True)
+    speed = kinds.add_parser(
+        "speed",
+        help="words per second of a tagger on a text file, 95%% bootstrap interval over batches",
+        description="Tokenises the lines of --input as predict does, then tags --batch-size sentences at a time: "
+        "--warmup batches untimed, then --batches timed ones (the input cycled when shorter). Prints the mean "
+        "words/s over batches and its 95%% bootstrap confidence interval (docs/performance.md).",
+    )
+    speed.add_argument(
+        "--model",
+        help="an export folder (torch) or an export --onnx folder (onnx, int8); default: the shipped tagger",
+    )
+    speed.add_argument("--input", required=True, help="a UTF-8 text file, one text a line")
+    speed.add_argument(
+        "--path",
+        choices=PATHS,
+        help="torch: the export with torch; onnx, int8: an ONNX folder with fp32 or int8 graphs (default: what "
+        "--model holds)",
+    )
+    speed.add_argument("--batches", type=positive_int, default=50, help="timed batches (default %(default)s)")
+    speed.add_argument(
+        "--warmup", type=int, default=3, help="batches run first and left out (default %(default)s)"
+    )
+    speed.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences a batch (default %(default)s)"
+    )
+    speed.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default %(default)s)")
+
+
+def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
+    """(the path measured, its tag function) for the folder ``model``."""
+    if (model / "onnx.json").is_file():
+        from ner_app.serve.onnx_predictor import OnnxPredictor
+
+        onnx = OnnxPredictor(model, threads=threads)
+        found = "int8" if onnx.quantize == "int8" else "onnx"
+        if path not in (None, found):
+            raise NerAppError(
+                f"--path {path}: {model} holds {'int8' if found == 'int8' else 'fp32'} ONNX graphs; name "
+                f"--path {found}, or make the other with ner-app export --onnx"
+                + (" --quantize int8" if path == "int8" else "")
+            )
+        return found, onnx.tag
+    if path not in (None, "torch"):
+        raise NerAppError(
+            f"--path {path}: {model} is not an ONNX export (no onnx.json); make one with ner-app export --onnx "
+            f"{'--quantize int8 ' if path == 'int8' else ''}--model {model} --output DIR"
+        )
+    import torch
+
+    from ner_app.serve.predictor import Predictor
+
+    torch.set_num_threads(threads)
+    predictor = Predictor.from_export(model)
+    return "torch", lambda sentences: predictor.tag(sentences)
+
+
+def benchmark(args: argparse.Namespace) -> int:
+    from ner_app.cli.inference import _model
+    from ner_app.serve.speed import measure_speed
+    from ner_app.text.lines import read_lines
+
+    if args.warmup < 0:
+        raise NerAppError(f"--warmup: expected an integer >= 0, found {args.warmup}")
+    source = Path(args.input)
+    if not source.is_file():
+        raise NerAppError(f"--input {source}: not a file (expected a UTF-8 text file)")
+    if source.stat().st_size > MAX_INPUT_BYTES:
+        raise NerAppError(f"--input {source}: larger than {MAX_INPUT_BYTES >> 20} MiB; use a sample of it")
+    lines = read_lines(source, "the text to tag")
+    model = _model(args)
+    path, tag = _tagger(model, args.path, args.threads)
+    speed = measure_speed(tag, lines, args.batch_size, args.batches, args.warmup)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"{path} ({model}, {args.threads} thread(s), batches of {args.batch_size} sentences): {speed.line()}"
+    )
+    print(f"load average at the end: {load}", file=sys.stderr)
+    return 0

@@ -1,0 +1,164 @@
+"""``predict --workers N``: the same bytes as one process for every format, in input order, across task
+boundaries; bad N, more workers than cores, text that is not UTF-8 and a worker killed mid-run each end in one
+clear line, with nothing half-written on standard output."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ner_app.cli.commands import main
+from ner_app.cli.predict_workers import worker_count
+from ner_app.report.formats import FORMATS
+from ner_app.serve import workers
+from ner_app.serve.predictor import Predictor
+from tests.helpers import ROOT, TINY, one_error_line
+
+WORDS = ["Alice", "Bob", "flew", "to", "Paris", "and", "Berlin", "EU", "said", "Smith", ".", "Zürich"]
+
+
+def raw_lines(count: int) -> list[str]:
+    """Lines of different lengths (so that batches mix lengths), a few empty and one very long."""
+    lines = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(1 + i % 23)) for i in range(count)]
+    lines[5], lines[17] = "", " ".join(WORDS * 30)  # an empty line, and one of 360 tokens (two pieces)
+    return lines
+
+
+def predict_out(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["predict", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_tasks_are_whole_chunks_of_tag_lines():
+    """A task of raw lines is tagged as one process tags them only if it starts where a chunk starts."""
+    default = inspect.signature(Predictor.tag_lines).parameters["chunk"].default
+    assert workers.TAG_CHUNK == default and workers.LINES_PER_TASK % default == 0
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_workers_write_what_one_process_writes(trained, tmp_path, capsys, fmt):
+    export = str(trained / "export")
+    if FORMATS[fmt].reads == "conll":
+        source = tmp_path / "in.conll"
+        source.write_bytes((TINY / "test.txt").read_bytes() * 40)  # thousands of sentences, many batches
+    else:
+        source = tmp_path / "in.txt"
+        source.write_text("\n".join(raw_lines(workers.LINES_PER_TASK + 700)) + "\n", encoding="utf-8")
+    common = ["--model", export, "--input", str(source), "--format", fmt, "--threads", "1"]
+    code, one, _ = predict_out(capsys, *common)
+    assert code == 0 and one
+    code, two, err = predict_out(capsys, *common, "--workers", "2")
+    assert code == 0 and err == ""
+    assert two == one
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
+def test_bad_worker_counts_name_the_option(trained, capsys, bad):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--model", str(trained / "export"), "--input", "-", "--workers", bad])
+    assert exit_.value.code == 2
+    assert "argument --workers: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_more_workers_than_cores_run_one_per_core(capsys):
+    assert worker_count(16, cores=2) == 2
+    assert (
+        "--workers 16: this machine lets predict use 2 CPU core(s); running 2 workers"
+        in capsys.readouterr().err
+    )
+    assert worker_count(2, cores=2) == 2 and capsys.readouterr().err == ""
+
+
+def test_more_workers_than_cores_still_tag(trained, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(raw_lines(50)) + "\n", encoding="utf-8")
+    common = ["--model", str(trained / "export"), "--input", str(source), "--threads", "1"]
+    _, one, _ = predict_out(capsys, *common)
+    code, many, err = predict_out(capsys, *common, "--workers", str(workers.usable_cores() + 3))
+    assert code == 0 and many == one and "CPU core(s)" in err
+
+
+def test_invalid_utf8_names_the_line_and_writes_nothing(trained, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    good = "\n".join(raw_lines(workers.LINES_PER_TASK + 10)).encode()
+    source.write_bytes(good + b"\nParis\nBer\xfflin\nok\n")  # past the first task: work is already under way
+    code, out, err = predict_out(
+        capsys, "--model", str(trained / "export"), "--input", str(source), "--workers", "2"
+    )
+    line = workers.LINES_PER_TASK + 10 + 2
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: {source}:{line}: byte 4 (0xff) is not UTF-8; convert the input to UTF-8 (e.g. iconv -f latin1 -t "
+        "utf-8)"
+    )
+
+
+def test_a_bad_export_is_one_line(tmp_path, capsys):
+    assert main(["predict", "--model", str(TINY / "train.txt"), "--input", "-", "--workers", "2"]) == 2
+    one_error_line(capsys, "not a folder")
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """Every process below ``pid``, with its depth (1: a child)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found: dict[int, int] = {}
+    frontier, depth = [pid], 0
+    while frontier:
+        depth += 1
+        frontier = [p for p, parent in parents.items() if parent in frontier]
+        found.update((p, depth) for p in frontier)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers in /proc")
+def test_a_killed_worker_ends_the_command_in_one_line(trained, tmp_path):
+    """SIGKILL to a worker while the input is still coming: one line, exit 2, nothing on standard output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "ner_app", "predict", "--model", str(trained / "export"), "--input", "-"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin is not None
+    try:
+        process.stdin.write(("\n".join(raw_lines(workers.LINES_PER_TASK + 5)) + "\n").encode())
+        process.stdin.flush()
+        deadline, victims = time.monotonic() + 120, []
+        while time.monotonic() < deadline and len(victims) < 2:  # the forkserver's children: the workers
+            victims = [p for p, depth in _descendants(process.pid).items() if depth == 2]
+            time.sleep(0.2)
+        assert len(victims) == 2, "the workers never started"
+        os.kill(victims[0], signal.SIGKILL)
+        process.stdin.write(b"more text\n" * 100)
+    except BrokenPipeError:  # the command already ended: its answer is checked below
+        pass
+    stdin, process.stdin = process.stdin, None  # communicate only reads: the input ends here
+    with contextlib.suppress(BrokenPipeError):
+        stdin.close()
+    out, err = process.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert process.returncode == 2, err
+    assert out == b""
+    assert lines == [
+        "error: --workers: a worker process ended before its work was done (ended by signal 9); nothing was written"
+    ]
