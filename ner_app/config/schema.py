@@ -91,6 +91,9 @@ class DataConfig:
     eval_max_tokens_per_batch: int | None = 32768  # the same for dev/test batches (256 x 128 tokens)
     num_workers: int = field(default=0, metadata=RESUMABLE | OPERATIONAL)  # DataLoader worker processes
     max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
+    # share of the training sentences each epoch presents lower-cased (half) or upper-cased (the other half),
+    # tags unchanged; drawn from the seed and the epoch (docs/model.md#case-augmentation). 0: none
+    case_augment: float = 0.0
 
 
 @dataclass

@@ -194,6 +194,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         seed=cfg.seed,
         max_tokens=d.max_tokens_per_batch,
         eval_max_tokens=d.eval_max_tokens_per_batch,
+        case_augment=d.case_augment,
     )
     tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
