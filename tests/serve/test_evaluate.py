@@ -209,7 +209,9 @@ def _evaluate_json(model: Path, gold: Path, capsys, *extra: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_case_views_score_the_file_as_written_lower_and_upper_cased(run: Path, tmp_path: Path, capsys) -> None:
+def test_case_views_score_the_file_as_written_lower_and_upper_cased(
+    run: Path, tmp_path: Path, capsys
+) -> None:
     model, gold = run / "export", TINY / "valid.txt"
     result = _evaluate_json(model, gold, capsys, "--case-views")
     views = result["case_views"]
