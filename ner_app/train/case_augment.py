@@ -11,15 +11,12 @@ while the dataset may be copied into worker processes that never see it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from torch.utils.data import Sampler
 
 from ner_app.text.case import CaseView
-
-if TYPE_CHECKING:  # the DataModule builds this wrapper: a run-time import would be circular
-    from ner_app.train.datamodule import LengthBucketSampler
 
 _STREAM = 0x43415345  # "CASE": a random stream of its own, apart from the shuffle's
 
@@ -35,11 +32,21 @@ def case_views(count: int, share: float, seed: int, epoch: int) -> dict[int, Cas
     return {int(i): ("lower" if k < lower else "upper") for k, i in enumerate(order)}
 
 
-class CaseAugmentedBatches(Sampler[list[tuple[int, CaseView]]]):
-    """The batches of a training ``LengthBucketSampler`` with each index paired with its view this epoch."""
+class EpochBatches(Protocol):
+    """A batch sampler whose batches depend on the epoch (``datamodule.LengthBucketSampler``)."""
 
-    def __init__(self, batches: "LengthBucketSampler", share: float, seed: int) -> None:
-        self.batches, self.share, self.seed = batches, share, seed
+    def __iter__(self) -> Iterator[list[int]]: ...
+    def __len__(self) -> int: ...
+    def set_epoch(self, epoch: int) -> None: ...
+
+
+class CaseAugmentedBatches(Sampler[list[tuple[int, CaseView]]]):
+    """The batches of a training batch sampler over ``count`` sentences, each index paired with its view in
+    the current epoch."""
+
+    def __init__(self, batches: EpochBatches, count: int, share: float, seed: int) -> None:
+        self.batches, self.count, self.share, self.seed = batches, count, share, seed
+        self.epoch = 0
 
     @property
     def sampler(self) -> CaseAugmentedBatches:
@@ -47,11 +54,12 @@ class CaseAugmentedBatches(Sampler[list[tuple[int, CaseView]]]):
         return self
 
     def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
         self.batches.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[tuple[int, CaseView]]]:
         # lazy, like the sampler it wraps: the epoch is read at the first batch (a resumed run sets it late)
-        views = case_views(len(self.batches.lengths), self.share, self.seed, self.batches.epoch)
+        views = case_views(self.count, self.share, self.seed, self.epoch)
         for batch in self.batches:
             yield [(i, views.get(i, "cased")) for i in batch]
 

@@ -279,7 +279,9 @@ class ConllDataModule(pl.LightningDataModule):
             raise ValueError("case augmentation reads sentences alone: it needs ELMo in sentence context")
         return DataLoader(
             _CaseViewDataset(data) if augment else _SplitDataset(data),
-            batch_sampler=CaseAugmentedBatches(sampler, self.case_augment, self.seed) if augment else sampler,
+            batch_sampler=CaseAugmentedBatches(sampler, len(data), self.case_augment, self.seed)
+            if augment
+            else sampler,
             collate_fn=Collator(
                 self.spec,
                 self.layer_cache,

@@ -56,16 +56,23 @@ def test_the_draw_is_deterministic_per_seed_and_epoch() -> None:
 def test_batches_carry_the_epochs_views_and_resume_at_any_epoch() -> None:
     lengths = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     sampler = LengthBucketSampler(lengths, 3, shuffle=True, seed=5)
-    batches = CaseAugmentedBatches(sampler, 0.5, seed=5)
+    batches = CaseAugmentedBatches(sampler, len(lengths), 0.5, seed=5)
     assert batches.sampler is batches and len(batches) == len(sampler)
     batches.set_epoch(4)
     epoch4 = list(batches)
     expected = case_views(len(lengths), 0.5, 5, 4)
     assert [[i for i, _ in b] for b in epoch4] == list(sampler)  # the same batches, indices in order
     assert {i: v for b in epoch4 for i, v in b if v != "cased"} == expected
-    fresh = CaseAugmentedBatches(LengthBucketSampler(lengths, 3, shuffle=True, seed=5), 0.5, seed=5)
+    fresh = CaseAugmentedBatches(
+        LengthBucketSampler(lengths, 3, shuffle=True, seed=5), len(lengths), 0.5, seed=5
+    )
     fresh.set_epoch(4)  # a resumed run: epoch 4 straight away
     assert list(fresh) == epoch4
+    from lightning_fabric.utilities.data import _set_sampler_epoch
+
+    loader = torch.utils.data.DataLoader(range(10), batch_sampler=fresh, collate_fn=list)
+    _set_sampler_epoch(loader, 7)  # what Lightning's fit loop calls at the start of each epoch
+    assert fresh.epoch == fresh.batches.epoch == 7
 
 
 def _module(data: Path, share: float, elmo: bool = False) -> ConllDataModule:
