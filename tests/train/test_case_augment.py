@@ -162,3 +162,25 @@ def test_a_tiny_run_trains_with_case_augmentation_and_caches_every_view(
             assert case_view(tokens, view) in opened
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "case_augment: 0.5" in saved
+
+
+def test_a_case_augmented_run_resumes_exactly(tmp_path: Path, tiny_bilm_files) -> None:
+    """Stopped after epoch 2 and resumed to 5, it ends with the uninterrupted run's weights: each epoch's draw
+    depends on the seed and the epoch only (the layer cache on, so the views come from it)."""
+    from tests.system.test_resume import assert_same_weights, final_state
+    from tests.system.test_resume import train_args as resume_args
+
+    cache, whole, parts = tmp_path / "cache", tmp_path / "whole", tmp_path / "parts"
+    augment = "data.case_augment=0.6"
+    assert train.main(resume_args(whole, cache, tiny_bilm_files, augment, "trainer.max_epochs=5")) == 0
+    assert train.main(resume_args(parts, cache, tiny_bilm_files, augment, "trainer.max_epochs=2")) == 0
+    assert (
+        train.main([*resume_args(parts, cache, tiny_bilm_files, augment, "trainer.max_epochs=5"), "--resume"])
+        == 0
+    )
+    assert_same_weights(final_state(whole), final_state(parts))
+    other = resume_args(parts, cache, tiny_bilm_files, "data.case_augment=0.3", "trainer.max_epochs=6")
+    assert train.main([*other, "--resume"]) == 2  # another share is another run: --resume refuses it
+    plain = tmp_path / "plain"  # and the share matters: without it the same seed ends elsewhere
+    assert train.main(resume_args(plain, cache, tiny_bilm_files, "trainer.max_epochs=5")) == 0
+    assert any(not torch.equal(final_state(plain)[k], v) for k, v in final_state(whole).items())
