@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.active_learning import find_threshold, select
+from ner_app.cli.check_data import check_data
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
 from ner_app.cli.parser import TRAIN_DESCRIPTION, OwnedNamespace, add_train_arguments, build_parser
@@ -202,6 +204,9 @@ HANDLERS = {
     "download-elmo": _download_elmo,
     "serve": serve,
     "convert": convert,
+    "check-data": check_data,
+    "find-threshold": find_threshold,
+    "select": select,
 }
 
 

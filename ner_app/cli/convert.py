@@ -9,11 +9,53 @@ from pathlib import Path
 from ner_app.errors import NerAppError
 
 
-def add_convert_parser(commands: argparse._SubParsersAction) -> None:
+def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
+    """How annotations are read and aligned (``convert`` and ``check-data``; the ``data.`` keys of the same
+    names in a config)."""
     from ner_app.text.annotations.align import ALIGN_MODES
-    from ner_app.text.annotations.convert import FORMATS
+    from ner_app.text.annotations.convert import OUTSIDE
     from ner_app.text.annotations.labelstudio import CHOICES
     from ner_app.text.annotations.resolve import OVERLAP_MODES
+
+    parser.add_argument(
+        "--align",
+        default="expand",
+        choices=ALIGN_MODES,
+        help="a span with an edge inside a token: expand to whole tokens (default), contract to the tokens "
+        "inside it, or drop it (strict)",
+    )
+    parser.add_argument(
+        "--overlap",
+        default="longest",
+        choices=OVERLAP_MODES,
+        help="overlapping spans: keep the longest (default), the first in the file, or stop (error)",
+    )
+    parser.add_argument("--labels", metavar="A=B,...", help="rename types (before --types applies)")
+    parser.add_argument("--types", metavar="T1,T2,...", help="keep only these types (after --labels)")
+    parser.add_argument(
+        "--tag-column",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="CoNLL input: the 0-based column of the tag (negative: from the end; default -1, the last)",
+    )
+    parser.add_argument(
+        "--annotation",
+        default="first",
+        choices=CHOICES,
+        help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
+    )
+    parser.add_argument(
+        "--outside",
+        default="O",
+        choices=OUTSIDE,
+        help="span formats: text outside every annotated span is O (default), or unknown: not annotated, "
+        "the tag - (partial annotation; CoNLL output only)",
+    )
+
+
+def add_convert_parser(commands: argparse._SubParsersAction) -> None:
+    from ner_app.text.annotations.convert import FORMATS
 
     convert = commands.add_parser(
         "convert",
@@ -25,52 +67,13 @@ def add_convert_parser(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help="files (brat: .ann files or folders)")
     convert.add_argument("--from", dest="fmt", choices=FORMATS, help="the input format (default: detected)")
     convert.add_argument("--output", required=True, metavar="OUT", help="OUT.conll (or .txt) or OUT.jsonl")
-    convert.add_argument(
-        "--align",
-        default="expand",
-        choices=ALIGN_MODES,
-        help="a span with an edge inside a token: expand to whole tokens (default), contract to the tokens "
-        "inside it, or drop it (strict)",
-    )
-    convert.add_argument(
-        "--overlap",
-        default="longest",
-        choices=OVERLAP_MODES,
-        help="overlapping spans: keep the longest (default), the first in the file, or stop (error)",
-    )
-    convert.add_argument("--labels", metavar="A=B,...", help="rename types (before --types applies)")
-    convert.add_argument("--types", metavar="T1,T2,...", help="keep only these types (after --labels)")
     convert.add_argument("--scheme", default="IOB2", choices=["IOB1", "IOB2", "BIOES"], help="output tags")
-    convert.add_argument(
-        "--tag-column",
-        type=int,
-        default=-1,
-        metavar="N",
-        help="CoNLL input: the 0-based column of the tag (negative: from the end; default -1, the last)",
-    )
-    convert.add_argument(
-        "--annotation",
-        default="first",
-        choices=CHOICES,
-        help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
-    )
+    add_reading_arguments(convert)
     convert.add_argument(
         "--strict",
         action="store_true",
         help="exit 2 and write nothing when any span was moved, cut or dropped",
     )
-
-
-def _pairs(text: str | None, option: str) -> dict[str, str]:
-    if not text:
-        return {}
-    found: dict[str, str] = {}
-    for item in text.split(","):
-        old, sep, new = item.partition("=")
-        if not sep or not old.strip() or not new.strip() or new.strip().split() != [new.strip()]:
-            raise NerAppError(f"{option}: expected OLD=NEW pairs separated by commas, found {item!r}")
-        found[old.strip()] = new.strip()
-    return found
 
 
 def _ours(start: bytes) -> bool:
@@ -85,6 +88,8 @@ def convert(args: argparse.Namespace) -> int:
         convert_files,
         count_entities,
         detect_format,
+        label_map,
+        type_list,
         write_converted,
     )
     from ner_app.text.annotations.model import Audit
@@ -100,13 +105,13 @@ def convert(args: argparse.Namespace) -> int:
         if path.resolve() == out.resolve() or (path.is_dir() and path.resolve() in out.resolve().parents):
             raise NerAppError(f"{out}: is an input (or inside one); choose another output name")
     refuse_foreign_file(out, _ours, "an output of convert")
-    types = frozenset(t.strip() for t in args.types.split(",") if t.strip()) if args.types else None
     options = Options(
-        Policy(_pairs(args.labels, "--labels"), types, args.overlap),
+        Policy(label_map(args.labels, "--labels"), type_list(args.types), args.overlap),
         args.align,
         args.scheme,
         args.tag_column,
         args.annotation,
+        args.outside,
     )
     formats = {p: args.fmt or detect_format(p) for p in inputs}
     audit = Audit()

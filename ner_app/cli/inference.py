@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ner_app.errors import NerAppError
+
+if TYPE_CHECKING:
+    from ner_app.report.format_types import OutputFormat
 
 
 def check_device(device: str) -> None:
@@ -17,6 +21,17 @@ def check_device(device: str) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         raise NerAppError(
             f"--device cuda: torch {torch.__version__} sees no CUDA device here; use --device cpu"
+        )
+
+
+def check_gold_file(path: str) -> None:
+    """``--input`` of the commands that score against gold tags: a regular file (a gold file is read whole: a
+    FIFO may never end, /dev/zero never does)."""
+    if Path(path).is_dir() or not Path(path).exists():
+        raise NerAppError(f"--input {path}: not a file (expected a CoNLL file with gold tags)")
+    if not Path(path).is_file():
+        raise NerAppError(
+            f"--input {path}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
         )
 
 
@@ -117,26 +132,53 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
+    """Before the model loads: --output is not the input (nor a folder holding it), and a file format's output
+    is a file name, a folder format's a folder that is absent, empty or an earlier output of the format."""
+    from ner_app.files import STDOUT, check_output, refuse_foreign
+
+    out = Path(output)
+    if source != "-" and Path(source).exists():
+        inside = out.resolve() == Path(source).resolve() or out.resolve() in Path(source).resolve().parents
+        if inside:
+            raise NerAppError(f"--output {output}: is the input (or holds it); name another path")
+    if fmt.files is not None:
+        if output == STDOUT:
+            raise NerAppError(f"--format {fmt.name} writes a folder of files; --output names a folder, not -")
+        refuse_foreign(out, fmt.is_ours or (lambda _: False), f"a folder of predict --format {fmt.name}")
+    else:
+        check_output(output, "--output")
+
+
 def predict(args: argparse.Namespace) -> int:
-    from ner_app.report.formats import Target, output_format
+    from ner_app.report.formats import Target, output_format, write_output
     from ner_app.report.predictions_html import entity_types
     from ner_app.serve.predictor import Predictor, tag_conll
     from ner_app.text.lines import decoded_lines
 
     fmt = output_format(args.format)
+    if fmt.files is not None and args.output is None:
+        raise NerAppError(f"--format {fmt.name} writes a folder of files: name it with --output DIR")
+    if args.output is not None:
+        _check_predict_output(args.output, args.input, fmt)
     _set_threads(args)
     check_device(args.device)
+    model = _model(args)
     predictor = Predictor.from_export(
-        _model(args), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
-    target = Target(tuple(entity_types(predictor.tags.itos)), name)
+    target = Target(tuple(entity_types(predictor.tags.itos)), name, model.resolve().name)
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
         lines = decoded_lines(source, name)  # split on \n only: one output per input line
         records = tag_conll(predictor, lines) if fmt.reads == "conll" else predictor.tag_lines(lines)
+        if args.output is not None:
+            write_output(args.output, fmt, records, target)
+            print(f"wrote {args.output}", file=sys.stderr)
+            return 0
         for piece in fmt.write(records, target):
             sys.stdout.write(piece)
     return 0
@@ -153,14 +195,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
     _set_threads(args)
     check_device(args.device)
-    if Path(args.input).is_dir() or not Path(args.input).exists():
-        raise NerAppError(f"--input {args.input}: not a file (expected a CoNLL file with gold tags)")
-    if not Path(
-        args.input
-    ).is_file():  # a gold file is read whole: a FIFO may never end, /dev/zero never does
-        raise NerAppError(
-            f"--input {args.input}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
-        )
+    check_gold_file(args.input)
     if args.predictions is not None:
         out = Path(args.predictions)
         if out.is_dir():

@@ -120,6 +120,11 @@ def add_predict_parser(commands: argparse._SubParsersAction) -> None:
     )
     predict.add_argument("--input", required=True, help="a file, or - for standard input")
     predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
+    predict.add_argument(
+        "--output",
+        metavar="PATH",
+        help="write here instead of standard output, at once by an atomic rename (a folder for --format brat)",
+    )
     add_model_arguments(
         predict,
         Owned(PREDICTOR, "Predictor.__init__.batch_size"),

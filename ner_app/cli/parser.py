@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 
+from ner_app.cli.active_learning import add_find_threshold_parser, add_select_parser
 from ner_app.cli.arguments import Owned, OwnedNamespace, positive_int
+from ner_app.cli.check_data import add_check_data_parser
 from ner_app.cli.convert import add_convert_parser
 from ner_app.cli.model_commands import (
     add_download_elmo_parser,
@@ -143,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_download_elmo_parser,
         add_serve_parser,
         add_convert_parser,
+        add_check_data_parser,
+        add_find_threshold_parser,
+        add_select_parser,
     ):
         add(commands)
     return parser

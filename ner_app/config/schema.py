@@ -84,6 +84,14 @@ class DataConfig:
     # the files' format (docs/data.md#your-own-annotations); null: detected from the files of data.dir
     format: Literal["conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl"] | None = None
     tag_column: int = -1  # CoNLL files: the 0-based column of the NER tag (negative: from the end)
+    # span formats (convert's options of the same names, docs/data.md): a span with an edge inside a token
+    align: Literal["expand", "contract", "strict"] = "expand"
+    overlap: Literal["longest", "first", "error"] = "longest"  # overlapping spans: which is kept
+    labels: str | None = None  # rename types, "OLD=NEW,...", before data.types applies
+    types: str | None = None  # keep only these types, "T1,T2,..."; null: every type
+    # train's text outside every annotated span: O, or unknown (not annotated: docs/partial_annotation.md)
+    outside: Literal["O", "unknown"] = "O"
+    annotation: Literal["first", "last", "latest"] = "first"  # Label Studio: which of several annotations
     lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
     min_word_count: int = 1  # words rarer than this in train map to <unk>
     batch_size: int = 64  # training sentences per batch

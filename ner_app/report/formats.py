@@ -4,51 +4,33 @@
 A writer turns prediction records (``text/records.py``) into pieces of text, written in order, so a large input
 streams: ``TaggedLine`` records for formats that read raw text lines, ``TaggedSentence`` records and the lines
 between them for formats that read CoNLL token lines (``reads``). The JSON the server answers and the entities
-the Python API returns are the same records (``TaggedLine.to_json``, ``Entity``).
+the Python API returns are the same records (``TaggedLine.to_json``, ``Entity``). A format that is a folder of
+files (brat) has a ``files`` writer instead, which yields ``(name, content)`` pairs. The formats of annotation
+tools (doccano, Label Studio, Prodigy, brat) are pre-annotations their tool imports, and ``convert`` reads back
+(``report/tool_formats.py``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
-from ner_app.files import write_text
+from ner_app.files import atomic_folder, refuse_foreign, write_text
+from ner_app.report.format_types import FilesWriter, OutputFormat, Target, Writer, json_line
 from ner_app.report.predictions_html import predictions_html
+from ner_app.report.tool_formats import TOOL_FORMATS
 from ner_app.text.records import ConllItem, TaggedLine
 
-
-@dataclass(frozen=True)
-class Target:
-    """What a writer knows besides the records: the model's entity types (sorted) and the input's name."""
-
-    entity_types: tuple[str, ...] = ()
-    source: str = "<stdin>"
-
-
-Writer = Callable[[Iterable[Any], Target], Iterator[str]]
-
-
-@dataclass(frozen=True)
-class OutputFormat:
-    """A named output: what predict reads for it (raw ``text`` lines or ``conll`` token lines), its writer and
-    one line of help."""
-
-    name: str
-    reads: Literal["text", "conll"]
-    write: Writer
-    help: str
+# what a writer is and knows, defined beside the tool formats (which this module registers), used from here
+__all__ = ["FORMATS", "FilesWriter", "OutputFormat", "Target", "Writer", "output_format", "write_output"]
 
 
 def write_jsonl(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
     """One JSON object per line (``TaggedLine.to_json``); non-ASCII kept, line separators escaped."""
     for record in records:
-        line = json.dumps(record.to_json(), ensure_ascii=False)
-        # JSON leaves these raw, and line readers split on them: escaped, one line stays one object
-        yield line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+        yield json_line(record.to_json())
 
 
 def write_conll(items: Iterable[ConllItem], target: Target) -> Iterator[str]:
@@ -87,6 +69,7 @@ FORMATS: dict[str, OutputFormat] = {
             write_html,
             "one self-contained page, the text with its entities highlighted by type",
         ),
+        *TOOL_FORMATS,
     )
 }
 ALIASES = {"text": "jsonl"}  # earlier names, still accepted: each says its new name once
@@ -121,5 +104,13 @@ def output_format(name: str, notes: TextIO | None = None) -> OutputFormat:
 
 
 def write_output(path: str | Path, fmt: OutputFormat, records: Iterable[Any], target: Target) -> Path:
-    """The whole output written to ``path`` at once, by an atomic rename (``files.write_text``)."""
-    return write_text(path, "".join(fmt.write(records, target)))
+    """The whole output written to ``path`` at once, by an atomic rename (``files.write_text``); a folder
+    format's files into the folder ``path``, which replaces an earlier output of it only (``atomic_folder``)."""
+    if fmt.files is None:
+        return write_text(path, "".join(fmt.write(records, target)))
+    folder = Path(path)
+    refuse_foreign(folder, fmt.is_ours or (lambda _: False), f"a folder of predict --format {fmt.name}")
+    with atomic_folder(folder) as tmp:
+        for name, content in fmt.files(records, target):
+            (tmp / name).write_text(content, encoding="utf-8")
+    return folder

@@ -14,12 +14,30 @@ from typing import Any
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
 from ner_app.text.case import CaseView, case_view
-from ner_app.text.conll import read_conll, require_annotated
+from ner_app.text.conll import Sentence, read_conll, require_annotated
 from ner_app.text.records import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
 
 CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
+
+
+def read_gold(gold_path: str | Path) -> tuple[list[Sentence], str]:
+    """The sentences of a gold CoNLL file and its tag scheme, every tag known and in a scheme conlleval's
+    chunking reads (B, I and O); one ``NerAppError`` naming the file otherwise."""
+    sentences = read_conll(gold_path)
+    if not sentences:
+        raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
+    require_annotated(sentences, gold_path)
+    scheme = detect_scheme(s.tags for s in sentences)
+    others = [p for p in scheme_of(scheme).prefixes if p not in CONLLEVAL_PREFIXES]
+    if others:  # conlleval's chunking knows B, I and O only
+        readable = " or ".join(s.name for s in SCHEMES.values() if set(s.prefixes) <= set(CONLLEVAL_PREFIXES))
+        raise NerAppError(
+            f"{gold_path}: {' or '.join(p + '-' for p in others)} tags found; evaluate reads {readable} tags, "
+            "as conlleval does"
+        )
+    return sentences, scheme
 
 
 def evaluate_file(
@@ -35,19 +53,8 @@ def evaluate_file(
     with more than one, ``result["case_views"]`` holds every view's scores by name."""
     if not views:
         raise ValueError("evaluate_file needs at least one case view")
-    sentences = read_conll(gold_path)
-    if not sentences:
-        raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
-    require_annotated(sentences, gold_path)
+    sentences, scheme = read_gold(gold_path)
     gold = [s.tags for s in sentences]
-    scheme = detect_scheme(gold)
-    others = [p for p in scheme_of(scheme).prefixes if p not in CONLLEVAL_PREFIXES]
-    if others:  # conlleval's chunking knows B, I and O only
-        readable = " or ".join(s.name for s in SCHEMES.values() if set(s.prefixes) <= set(CONLLEVAL_PREFIXES))
-        raise NerAppError(
-            f"{gold_path}: {' or '.join(p + '-' for p in others)} tags found; evaluate reads {readable} tags, "
-            "as conlleval does"
-        )
     head = {
         "file": str(gold_path),
         "sentences": len(sentences),

@@ -91,24 +91,29 @@ class Predictor:
         with one id form a document; default: one document of all) with its pieces as the stream's sentences.
         """
         pieces = split_pieces(sentences)  # (sentence index, tokens of one piece)
-        self._stream_contexts = self._contexts(pieces, documents)
         results: dict[int, tuple[list[str], list[float]]] = {}
-        # by length; in document context in stream order, so that a batch runs few streams
-        groups = budget_batches(
-            [len(t) for _, t in pieces],
-            self.batch_size,
-            self.max_tokens,
-            keep_order=bool(self._stream_contexts),
-        )
         with torch.inference_mode():
-            for group in groups:
-                batch = self._collate([(p, pieces[p][1]) for p in group])
+            for group, batch in self.piece_batches(pieces, documents):
                 paths, chosen = self.tagger.decode_scored(batch)  # (B, T) each
                 paths_rows, chosen_rows = paths.tolist(), chosen.tolist()
                 for row, p in enumerate(group):
                     n = len(pieces[p][1])
                     results[p] = (self.tags.decode(paths_rows[row][:n]), chosen_rows[row][:n])
         return join_pieces(pieces, results, len(sentences))
+
+    def piece_batches(
+        self, pieces: Sequence[tuple[int, list[str]]], documents: Sequence[int] | None = None
+    ) -> Iterator[tuple[list[int], Batch]]:
+        """The batches ``tag`` runs (and callers that need more of the model than tags: ``select``'s
+        uncertainty): (indices into ``pieces``, their batch on the tagger's device). ``pieces`` are
+        ``split_pieces(sentences)``; ``documents`` as ``tag``'s, one id per sentence. By length; in document
+        context in stream order, so that a batch runs few streams."""
+        self._stream_contexts = self._contexts(pieces, documents)
+        lengths = [len(t) for _, t in pieces]
+        for group in budget_batches(
+            lengths, self.batch_size, self.max_tokens, keep_order=bool(self._stream_contexts)
+        ):
+            yield group, self._collate([(p, pieces[p][1]) for p in group])
 
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
@@ -125,16 +130,17 @@ class Predictor:
         return predict_lines(lines, self.tag, self.scheme, chunk)
 
 
-def tag_conll(predictor: Predictor, lines: Iterable[str]) -> Iterator[ConllItem]:
+def tag_conll(predictor: Predictor, lines: Iterable[str], tokens: bool | None = None) -> Iterator[ConllItem]:
     """A ``TaggedSentence`` (the predicted tags, original scheme) per sentence of CoNLL token lines; other lines
     pass through as they are.
 
     ``-DOCSTART-`` lines separate documents; a file without any is one document (document context reads it
     in chunks of ``max_stream_positions``). Input that is raw text rather than token lines (``is_token_lines``)
     is tokenised first, with the tokenizer of the other formats: each line's sentences become ``token tag``
-    lines, a blank line after each input line, and a line is one document."""
+    lines, a blank line after each input line, and a line is one document. ``tokens`` says which the lines
+    are when the caller knows (None: detected)."""
     blocks = list(conll_blocks(lines))
-    if not is_token_lines(blocks):
+    if not (is_token_lines(blocks) if tokens is None else tokens):
         yield from _tag_text_as_conll(predictor, _lines(blocks))
         return
     is_sentence = [bool(b[0].strip()) and not b[0].startswith(DOCSTART) for b in blocks]

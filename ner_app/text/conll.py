@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ner_app.errors import NerAppError
 from ner_app.files import write_text
-from ner_app.text.tags import UNKNOWN, is_tag, is_tag_or_unknown
+from ner_app.text.tags import UNKNOWN, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"
 # O, or a prefix of any supported scheme (IOB1/IOB2/BIOES) and a non-empty entity type.
@@ -205,13 +205,14 @@ def write_predictions(
 
 def write_conll(path: str | Path, documents: Sequence[Sequence[tuple[Sequence[str], Sequence[str]]]]) -> None:
     """Documents of ``(tokens, tags)`` sentences as ``token tag`` lines: a ``-DOCSTART- O`` line and a blank
-    line before each document, a blank line after each sentence (what ``read_conll`` reads back)."""
+    line before each document, a blank line after each sentence (what ``read_conll`` reads back). A tag may
+    be ``-`` (not annotated)."""
     lines: list[str] = []
     for sentences in documents:
         lines.extend([f"{DOCSTART} O", ""])
         for tokens, tags in sentences:
             for token, tag in zip(tokens, tags, strict=True):
-                if not token or token.split() != [token] or token == DOCSTART or not is_tag(tag):
+                if not token or token.split() != [token] or token == DOCSTART or not is_tag_or_unknown(tag):
                     raise ValueError(f"cannot write token {token!r} with tag {tag!r} as one CoNLL line")
                 lines.append(f"{token} {tag}")
             lines.append("")

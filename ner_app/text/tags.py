@@ -174,6 +174,12 @@ def entities(tags: Sequence[str], scheme: str) -> list[Span]:
     return spans
 
 
+def known_entities(tags: Sequence[str], scheme: str) -> list[Span]:
+    """``entities`` of a sequence that may hold ``UNKNOWN`` tags: those made of known tags only (an unknown
+    tag ends an open entity and starts none)."""
+    return entities([("O" if t == UNKNOWN else t) for t in tags], scheme)
+
+
 def from_entities(spans: Sequence[Span], length: int, scheme: str) -> list[str]:
     """The tag sequence of ``length`` tokens holding the (non-overlapping, sorted) spans in ``scheme``."""
     scheme = normalize_scheme(scheme)

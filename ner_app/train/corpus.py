@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ner_app.config.schema import DataConfig
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
+from ner_app.text.annotations.convert import Options, label_map, type_list
+from ner_app.text.annotations.model import Audit
+from ner_app.text.annotations.resolve import Policy
 from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
-from ner_app.text.conll import require_annotated
+from ner_app.text.conll import Sentence, require_annotated
 from ner_app.text.tags import convert, detect_scheme, entity_types, normalize_scheme, scheme_tags, split_tag
 from ner_app.train.hub import (
     EXAMPLE,
@@ -64,16 +69,22 @@ def load_corpus(
     max_sentences: int | None = None,
     fmt: str | None = None,
     tag_column: int = -1,
+    options: Options | None = None,
 ) -> Corpus:
     """Read ``data_dir`` (CoNLL files ``train.txt``, ``valid.txt``, ``test.txt``, or a dataset folder in the
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
     and test must occur in train. ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
-    column (docs/data.md#your-own-annotations). Only train may hold ``-`` (not annotated) tags."""
+    column (docs/data.md#your-own-annotations), ``options`` how span formats are converted (``reading_options``;
+    its ``tag_column`` wins). Only train may hold ``-`` (not annotated) tags."""
     check_data_source(data_dir, hub_name, fmt)
     normalize_scheme(scheme)  # fail early on an unknown scheme
     scheme = scheme.upper()
-    raw = load_hub_dataset(hub_name, data_dir) if hub_name else load_folder(str(data_dir), fmt, tag_column)
+    raw = (
+        load_hub_dataset(hub_name, data_dir)
+        if hub_name
+        else load_folder(str(data_dir), fmt, tag_column, options)
+    )
     source_scheme = detect_scheme(raw["train"]["tags"])
     splits = {}
     for name in SPLITS:
@@ -157,7 +168,7 @@ def _split_path(data_dir: str, name: str, fmt: str | None, how_to_get: str | Non
 
 
 def load_folder(
-    data_dir: str, fmt: str | None = None, tag_column: int = -1
+    data_dir: str, fmt: str | None = None, tag_column: int = -1, options: Options | None = None
 ) -> dict[str, dict[str, list[Any]]]:
     """The columns (``tokens``, ``tags`` as in the data, ``doc``) of the splits ``train``, ``valid`` and ``test``
     of a folder: CoNLL files, or a dataset folder (parquet files or ``save_to_disk``) in the hub's layout.
@@ -167,7 +178,7 @@ def load_folder(
     if not conll and folder.is_dir() and is_dataset_folder(folder):
         return load_folder_dataset(folder)
     try:
-        splits = load_local_splits(data_dir, fmt, tag_column)
+        splits = load_local_splits(data_dir, fmt, tag_column, options)
     except MissingFileError as err:
         raise MissingFileError(f"{err}; {HOW_TO_GET}") from None
     return {name: splits[name].to_dict() for name in _FILE_SPLITS.values()}
@@ -187,17 +198,79 @@ def data_files(data_dir: str) -> list[Path]:
     return found if found or not folder.is_dir() else dataset_files(folder)
 
 
-def load_local_splits(data_dir: str, fmt: str | None = None, tag_column: int = -1) -> Any:
+def load_local_splits(
+    data_dir: str, fmt: str | None = None, tag_column: int = -1, options: Options | None = None
+) -> Any:
     """``train.txt``, ``valid.txt``, ``test.txt`` of ``data_dir`` (or the splits in another format,
     ``train.jsonl``, ...) as a ``datasets.DatasetDict`` with columns ``tokens``, ``tags`` (as in the files)
     and ``doc``."""
     import datasets
 
     out = {}
-    for name in _FILE_SPLITS.values():
-        sentences = read_split(_split_path(data_dir, name, fmt), fmt, tag_column)
-        if name != "train":  # dev and test are scored: every gold tag must be known
-            require_annotated(sentences, str(_split_path(data_dir, name, fmt)))
-        columns = {"tokens": [s.tokens for s in sentences], "tags": [s.tags for s in sentences]}
-        out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in sentences]})
+    for name, split_sentences in read_local_splits(data_dir, fmt, tag_column, options).items():
+        columns = {"tokens": [s.tokens for s in split_sentences], "tags": [s.tags for s in split_sentences]}
+        out[name] = datasets.Dataset.from_dict({**columns, "doc": [s.doc for s in split_sentences]})
     return datasets.DatasetDict(out)
+
+
+def read_local_splits(
+    data_dir: str,
+    fmt: str | None = None,
+    tag_column: int = -1,
+    options: Options | None = None,
+) -> dict[str, list[Sentence]]:
+    """The sentences of the split files ``train``, ``valid`` and ``test`` of ``data_dir`` (``read_splits``)."""
+    return read_splits(
+        split_paths(data_dir, fmt), fmt, options or Options(Policy({}, None), tag_column=tag_column)
+    )
+
+
+def split_paths(data_dir: str, fmt: str | None) -> dict[str, Path]:
+    """The file (brat: folder) of each split of ``data_dir``, by its file name (``train``, ``valid``, ``test``)."""
+    return {name: _split_path(data_dir, name, fmt) for name in _FILE_SPLITS.values()}
+
+
+def read_splits(
+    paths: dict[str, Path],
+    fmt: str | None,
+    options: Options,
+    audits: dict[str, Audit] | None = None,
+    scored_known: bool = True,
+) -> dict[str, list[Sentence]]:
+    """The sentences of split files (``train``, ``valid``, ``test`` -> path); no torch, no datasets:
+    ``check-data`` reads them too. Span formats are converted with ``options``; ``outside unknown`` applies
+    to train only (dev and test are scored: every gold tag must be known, which ``scored_known`` checks),
+    and then every split is tagged BIOES, so an entity's edges stay known beside unannotated text in any
+    training scheme. The changed spans of each split go to ``audits[name]`` when given, else to the log."""
+    if options.outside != "O":
+        options = dataclasses.replace(options, scheme="BIOES")
+    out = {}
+    for name, path in paths.items():
+        reading = options if name == "train" else dataclasses.replace(options, outside="O")
+        audit = audits.setdefault(name, Audit()) if audits is not None else None
+        sentences = read_split(path, fmt, options.tag_column, reading, audit)
+        if name != "train" and scored_known:
+            require_annotated(sentences, str(path))
+        out[name] = sentences
+    return out
+
+
+def reading_options(
+    tag_column: int = -1,
+    align: str = "expand",
+    overlap: str = "longest",
+    labels: str | None = None,
+    types: str | None = None,
+    outside: str = "O",
+    annotation: str = "first",
+) -> Options:
+    """How split files are read, from the ``data.`` keys of the same names (``convert``'s options)."""
+    policy = Policy(label_map(labels, "data.labels"), type_list(types), overlap)
+    return Options(policy, align, "IOB2", tag_column, annotation, outside)
+
+
+def data_reading(data: DataConfig) -> Options:
+    """``reading_options`` of a config's data section."""
+    return reading_options(
+        data.tag_column, data.align, data.overlap, data.labels, data.types, data.outside, data.annotation
+    )

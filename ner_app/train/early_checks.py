@@ -10,7 +10,7 @@ from ner_app.config.checks import check_train_config
 from ner_app.config.load import REPOSITORY
 from ner_app.config.schema import ElmoConfig, TrainConfig
 from ner_app.errors import MissingFileError
-from ner_app.train.corpus import check_data_source
+from ner_app.train.corpus import check_data_source, data_reading
 
 
 def check_elmo_files(elmo: ElmoConfig) -> None:
@@ -41,4 +41,5 @@ def check_before_training(cfg: TrainConfig) -> None:
     """The config's values, then the data source, then the biLM's files: in the order the run meets them."""
     check_train_config(cfg)
     check_data_source(cfg.data.dir, cfg.data.hub_name, cfg.data.format)
+    data_reading(cfg.data)  # data.labels' syntax, before anything heavy
     check_elmo_files(cfg.elmo)

@@ -36,7 +36,7 @@ from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
-from ner_app.train.corpus import EVALUATED, Corpus, data_files, load_corpus
+from ner_app.train.corpus import EVALUATED, Corpus, data_files, data_reading, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.early_checks import check_elmo_files
 from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
@@ -181,7 +181,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     d, m = cfg.data, cfg.model
     if m.glove == "package":
         require_package()  # before a corpus download: the missing package is the first thing to fix
-    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, d.tag_column)
+    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, options=data_reading(d))
     bilm, elmo_ref = load_elmo(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)

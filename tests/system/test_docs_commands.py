@@ -50,6 +50,10 @@ SMOKE = {
         ("data", "conll2003", "valid.txt"),
     ),
     "partial_annotation": ("python -m benchmarks.partial_annotation --smoke --out runs/partial_smoke", None),
+    "active_learning": (
+        "python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke",
+        None,
+    ),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
@@ -69,6 +73,21 @@ TINY_PRETRAIN = [
 
 # documented command (whitespace normalised) -> the test that runs it at tiny scale
 TESTED: dict[str, str] = {
+    "python -m ner_app check-data mine/": "tests/train/test_own_data.py::test_documented_commands",
+    "python -m ner_app check-data --config configs/own_data.yaml": (
+        "tests/train/test_own_data.py::test_documented_commands"
+    ),
+    "python -m ner_app train --config configs/own_data.yaml data.dir=mine": (
+        "tests/train/test_own_data.py::test_documented_commands"
+    ),
+    "python -m ner_app predict --model runs/own_data/export --input news.txt --format labelstudio "
+    "--output pre.json": "tests/train/test_own_data.py::test_documented_commands",
+    "python -m ner_app convert export.jsonl --from doccano --outside unknown --output mine/train.txt": (
+        "tests/train/test_own_data.py::test_documented_convert_outside_unknown"
+    ),
+    "python -m ner_app predict --model runs/tiny/export --input news.txt --format brat --output pre_brat": (
+        "tests/system/hostile/test_check_data.py::test_predict_never_replaces_what_it_did_not_write"
+    ),
     "python -m ner_app convert export.jsonl --from doccano --output mine/train.txt": (
         "tests/text/test_annotation_formats.py::test_documented_commands"
     ),
@@ -112,6 +131,17 @@ TESTED: dict[str, str] = {
     '"Acme Corp hired Bob Jones."]}\'': "tests/serve/test_server.py::test_the_documented_curl_commands",
     "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
         "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
+    ),
+    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt": (
+        "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it"
+    ),
+    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt "
+    "--precision 0.95": "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it",
+    "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --strategy margin --output next.txt": (
+        "tests/serve/test_active_learning.py::test_k_larger_than_the_pool_selects_all_and_says_so"
+    ),
+    "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --format jsonl --output next.jsonl": (
+        "tests/serve/test_active_learning.py::test_select_writes_predictions_as_predict_does"
     ),
     "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
         "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"

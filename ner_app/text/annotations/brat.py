@@ -70,7 +70,10 @@ def _document(ann: Path, text: str, audit: Audit) -> TextDocument:
             )
             continue
         ((start, end),) = fragments
-        claimed = fields[2] if len(fields) > 2 and "\n" not in text[int(start) : int(end)] else None
+        # the text is the rest of the line: a tab inside the span is a tab of it
+        claimed = (
+            "\t".join(fields[2:]) if len(fields) > 2 and "\n" not in text[int(start) : int(end)] else None
+        )
         span = char_span(text, int(start), int(end), kind, where, audit, claimed)
         if span is not None:
             spans.append(span)

@@ -16,9 +16,11 @@ from ner_app.text.annotations.labelstudio import read_labelstudio
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, Document, TextDocument, TokenDocument
 from ner_app.text.annotations.resolve import Policy, keep_spans, tag_sentences
 from ner_app.text.conll import DOCSTART, write_conll
-from ner_app.text.tags import entities
+from ner_app.text.tags import UNKNOWN, known_entities
 
 FORMATS = ("conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl")
+SPAN_FORMATS = ("doccano", "labelstudio", "prodigy", "brat", "jsonl")  # raw text and character spans
+OUTSIDE = ("O", "unknown")  # what text outside every annotated span of a span format is
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Options:
     scheme: str = "IOB2"
     tag_column: int = -1
     annotation: str = "first"
+    # "unknown": tokens of span formats outside every span are tagged UNKNOWN (not annotated), not O
+    outside: str = "O"
 
 
 @dataclass
@@ -45,6 +49,11 @@ class Converted:
 
 def read_documents(fmt: str, path: Path, options: Options, audit: Audit) -> Iterator[Document]:
     """The documents of one input file (a folder, for brat) in format ``fmt``."""
+    if options.outside != "O" and fmt not in SPAN_FORMATS:
+        raise AnnotationFormatError(
+            f"{path}: outside unknown is for span formats ({', '.join(SPAN_FORMATS)}); a {fmt} file marks "
+            "each token that was not annotated with the tag -"
+        )
     if fmt == "conll":
         yield from read_conll_file(path, options.tag_column)
     elif fmt == "conllu":
@@ -101,10 +110,31 @@ def detect_format(path: Path) -> str:
     )
 
 
+def label_map(text: str | None, option: str) -> dict[str, str]:
+    """``OLD=NEW,...`` (``--labels``, ``data.labels``) as a dict; one error naming ``option`` otherwise."""
+    if not text:
+        return {}
+    found: dict[str, str] = {}
+    for item in text.split(","):
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip() or new.strip().split() != [new.strip()]:
+            raise AnnotationFormatError(
+                f"{option}: expected OLD=NEW pairs separated by commas, found {item!r}"
+            )
+        found[old.strip()] = new.strip()
+    return found
+
+
+def type_list(text: str | None) -> frozenset[str] | None:
+    """``T1,T2,...`` (``--types``, ``data.types``) as a set; None (every type) when empty."""
+    return frozenset(t.strip() for t in text.split(",") if t.strip()) if text else None
+
+
 def convert_document(doc: Document, options: Options, audit: Audit) -> Converted:
+    spans_format = isinstance(doc, TextDocument)
     tokens = align(doc, options.align, audit) if isinstance(doc, TextDocument) else doc
     spans = keep_spans(tokens, options.policy, audit)
-    sentences = tag_sentences(tokens, spans, options.scheme)
+    sentences = tag_sentences(tokens, spans, options.scheme, spans_format and options.outside == "unknown")
     text, offsets = _text(tokens, sentences)
     found = [(offsets[s.start][0], offsets[s.end - 1][1], s.type) for s in spans]
     return Converted(tokens.where, sentences, text, found)
@@ -142,6 +172,11 @@ def write_converted(path: Path, converted: Sequence[Converted]) -> None:
     """``.conll``/``.txt``: CoNLL (``-DOCSTART-`` before each document); ``.jsonl``: one document a line,
     ``{"text", "entities": [{"start", "end", "type", "text"}]}`` as ``predict`` writes it."""
     if path.suffix == ".jsonl":
+        if any(UNKNOWN in tags for doc in converted for _, tags in doc.sentences):
+            raise AnnotationFormatError(
+                f"{path}: JSONL has no way to say 'not annotated'; write CoNLL (.conll or .txt), where it is "
+                "the tag -"
+            )
         lines = []
         for doc in converted:
             found = [{"start": s, "end": e, "type": t, "text": doc.text[s:e]} for s, e, t in doc.entities]
@@ -158,4 +193,4 @@ def write_converted(path: Path, converted: Sequence[Converted]) -> None:
 
 
 def count_entities(converted: Sequence[Converted], scheme: str) -> int:
-    return sum(len(entities(tags, scheme)) for doc in converted for _, tags in doc.sentences)
+    return sum(len(known_entities(tags, scheme)) for doc in converted for _, tags in doc.sentences)

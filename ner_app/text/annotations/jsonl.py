@@ -2,8 +2,9 @@
 
 - doccano (sequence labelling export): ``{"text": ..., "label": [[start, end, "TYPE"], ...]}`` (``labels``
   in some versions; newer ones write ``"entities": [{"start_offset", "end_offset", "label"}]``).
-- Prodigy (``db-out``): ``{"text", "tokens", "spans": [{"start", "end", "label"}], "answer"}``; only tasks
-  answered ``accept`` are read. A span without character offsets uses its tokens' (``token_start`` to the
+- Prodigy (``db-out``): ``{"text", "tokens", "spans": [{"start", "end", "label"}], "answer"}``; of the
+  answered tasks only those answered ``accept`` are read; a task without ``answer`` (an input stream, such as
+  ``predict --format prodigy`` writes) is read as it is. A span without character offsets uses its tokens' (``token_start`` to the
   inclusive ``token_end``).
 - this program: ``{"text", "entities": [{"start", "end", "type"}]}`` (``text`` and ``score`` of an entity,
   when present, are what ``predict`` adds; the text must match the offsets).
@@ -63,8 +64,8 @@ def _doccano(record: dict[str, Any], where: str, audit: Audit) -> tuple[str, lis
 
 
 def _prodigy(record: dict[str, Any], where: str, audit: Audit) -> tuple[str, list[CharSpan | None]] | None:
-    if record.get("answer") != "accept":
-        audit.note(f"Prodigy tasks skipped (answer {record.get('answer', 'missing')!s:.20})")
+    if "answer" in record and record["answer"] != "accept":
+        audit.note(f"Prodigy tasks skipped (answer {record['answer']!s:.20})")
         return None
     text = need_text(record.get("text"), where)
     tokens = record.get("tokens")

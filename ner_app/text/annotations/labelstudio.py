@@ -4,6 +4,8 @@ The file is a JSON list of tasks: ``{"id", "data": {"text": ...}, "annotations":
 "was_cancelled", ...}]}``; a span is a result of type ``labels`` whose ``value`` holds ``start``, ``end``,
 ``text`` and ``labels``. Cancelled (skipped) annotations are not read. When a task has several annotations,
 ``choice`` says which is used: ``first`` or ``last`` in the file, or ``latest`` (the newest ``updated_at``).
+A task with no ``annotations`` key but ``predictions`` (a file of pre-annotations to import, such as
+``predict --format labelstudio`` writes; an export always has the key) is read from its first prediction.
 The JSON-MIN export (one object a task: ``text`` and, under the labels control's name, its regions
 ``{start, end, text, labels}``) is read too.
 """
@@ -105,7 +107,12 @@ def _document(task: dict[str, Any], where: str, audit: Audit, choice: str) -> Te
     if "data" not in task and isinstance(task.get("text"), str):
         return _json_min(task, where, audit)
     text = _task_text(task, where)
-    annotation = _annotation(task, where, audit, choice)
+    if "annotations" not in task and "predictions" in task:  # an import file of pre-annotations
+        audit.note("Label Studio tasks without annotations read from their first prediction")
+        predictions = need_list(task["predictions"], where, "predictions")
+        annotation = predictions[0] if predictions and isinstance(predictions[0], dict) else None
+    else:
+        annotation = _annotation(task, where, audit, choice)
     spans: list[CharSpan] = []
     if annotation is None:
         audit.note("Label Studio tasks without an annotation (read as no entities)")

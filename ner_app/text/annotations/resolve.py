@@ -19,7 +19,7 @@ from ner_app.text.annotations.model import (
     TokenDocument,
     TokenSpan,
 )
-from ner_app.text.tags import from_entities
+from ner_app.text.tags import UNKNOWN, from_entities
 
 OVERLAP_MODES = ("longest", "first", "error")
 
@@ -101,9 +101,10 @@ def sentence_ranges(doc: TokenDocument, spans: Sequence[TokenSpan]) -> list[tupl
 
 
 def tag_sentences(
-    doc: TokenDocument, spans: Sequence[TokenSpan], scheme: str
+    doc: TokenDocument, spans: Sequence[TokenSpan], scheme: str, outside_unknown: bool = False
 ) -> list[tuple[list[str], list[str]]]:
-    """``(tokens, tags)`` of each sentence of ``doc`` with ``spans`` (sorted, not overlapping) in ``scheme``."""
+    """``(tokens, tags)`` of each sentence of ``doc`` with ``spans`` (sorted, not overlapping) in ``scheme``;
+    with ``outside_unknown`` a token outside every span is tagged ``UNKNOWN`` (not annotated), not O."""
     out: list[tuple[list[str], list[str]]] = []
     at = 0  # spans are sorted: each sentence takes the next ones
     for start, end in sentence_ranges(doc, spans):
@@ -111,5 +112,9 @@ def tag_sentences(
         while at < len(spans) and spans[at].start < end:
             local.append((spans[at].type, spans[at].start - start, spans[at].end - start))
             at += 1
-        out.append((doc.tokens[start:end], from_entities(local, end - start, scheme)))
+        tags = from_entities(local, end - start, scheme)
+        if outside_unknown:
+            inside = {i for _, a, b in local for i in range(a, b)}
+            tags = [t if i in inside else UNKNOWN for i, t in enumerate(tags)]
+        out.append((doc.tokens[start:end], tags))
     return out

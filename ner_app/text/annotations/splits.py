@@ -2,7 +2,8 @@
 
 A split ``NAME`` (``train``, ``valid``, ``test``) is ``NAME.txt`` (CoNLL, as always), or ``NAME.conll``,
 ``NAME.conllu``, ``NAME.jsonl``, ``NAME.json`` or a brat folder ``NAME/``. Span formats go through the same
-conversion as ``convert`` (default alignment and overlap policy), and its audit is logged.
+conversion as ``convert`` (its policies: ``data.align``, ``data.overlap``, ``data.labels``, ``data.types``,
+``data.outside``), and its audit is logged.
 """
 
 from __future__ import annotations
@@ -52,17 +53,38 @@ def split_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_split(path: Path, fmt: str | None, tag_column: int = -1) -> list[Sentence]:
-    """The sentences of one split file; CoNLL tags as in the file, other formats' in IOB2."""
-    fmt = fmt or ("conll" if path.suffix == ".txt" else detect_format(path))
+def split_format(path: Path, fmt: str | None) -> str:
+    """The format of a split file: ``fmt``, else CoNLL for ``.txt``, else detected."""
+    return fmt or ("conll" if path.suffix == ".txt" else detect_format(path))
+
+
+def read_split(
+    path: Path,
+    fmt: str | None,
+    tag_column: int = -1,
+    options: Options | None = None,
+    audit: Audit | None = None,
+) -> list[Sentence]:
+    """The sentences of one split file; CoNLL tags as in the file, other formats' in ``options.scheme``. Span
+    formats are converted with ``options`` (default: ``convert``'s defaults); the changed spans go to
+    ``audit``, or are logged as warnings when none is given."""
+    fmt = split_format(path, fmt)
+    options = options or Options(Policy({}, None), tag_column=tag_column)
     if fmt == "conll":
-        return read_conll(path, tag_column)
-    audit = Audit()
-    converted = convert_files(fmt, [path], Options(Policy({}, None)), audit)
-    for line in audit.lines:
-        log.warning("%s", line)
-    if audit.lines:
-        log.warning("%s: %d spans moved, cut or dropped (listed above)", path, audit.changed)
+        if options.outside != "O":
+            raise AnnotationFormatError(
+                f"{path}: outside unknown is for span formats; a CoNLL file marks each token that was not "
+                "annotated with the tag - (set data.outside: O)"
+            )
+        return read_conll(path, options.tag_column)
+    logged = audit is None
+    audit = Audit() if audit is None else audit
+    converted = convert_files(fmt, [path], options, audit)
+    if logged:
+        for line in audit.lines:
+            log.warning("%s", line)
+        if audit.lines:
+            log.warning("%s: %d spans moved, cut or dropped (listed above)", path, audit.changed)
     sentences: list[Sentence] = []
     for doc, document in enumerate(converted):
         found = re.search(r":(\d+)", document.where[len(str(path)) :])

@@ -1,0 +1,211 @@
+"""The commands that turn scores into decisions: ``find-threshold`` (the minimum entity score to keep, chosen
+on gold data) and ``select`` (the sentences to annotate next). Parsers and handlers; the work is in
+``serve/threshold.py``, ``serve/selection.py`` and ``tagger/uncertainty.py``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ner_app.cli.arguments import PREDICTOR, Owned, add_model_arguments
+from ner_app.errors import NerAppError
+from ner_app.report.formats import format_names
+
+LINES = "lines"  # select's plain output: one selected sentence per line, no predictions
+STRATEGY_NAMES = ("margin", "entropy", "least-confidence", "random")  # as tagger/uncertainty.py's STRATEGIES
+
+
+def add_find_threshold_parser(commands: argparse._SubParsersAction) -> None:
+    find = commands.add_parser(
+        "find-threshold",
+        help="sweep the minimum entity score on a gold CoNLL file: precision, recall and F1 per threshold",
+        description="Tags a gold CoNLL file once, then drops the entities scoring below each threshold and "
+        "scores the rest as evaluate does (seqeval default mode). Prints a table over a grid of thresholds and "
+        "suggests one: the best F1, or with --precision the lowest threshold whose precision reaches it "
+        "(docs/active_learning.md).",
+    )
+    find.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
+    find.add_argument(
+        "--precision",
+        metavar="P",
+        help="suggest the lowest threshold whose entity precision is at least P, a fraction in (0, 1] "
+        "(default: suggest the best F1)",
+    )
+    find.add_argument(
+        "--json",
+        action="store_true",
+        help="print the grid, every distinct score's row and the suggestion as JSON",
+    )
+    add_model_arguments(
+        find,
+        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        "padded tokens a batch holds at most, as predict's (default %(default)s)",
+    )
+
+
+def add_select_parser(commands: argparse._SubParsersAction) -> None:
+    choose = commands.add_parser(
+        "select",
+        help="choose the K sentences of a pool to annotate next (active learning), with the model's predictions",
+        description="Scores every sentence of a pool (raw text lines, or a CoNLL file) with the model and "
+        "writes the K most uncertain, most uncertain first: least-confidence (1 - P(best path)), margin "
+        "(P(best) - P(second-best path)), entropy (mean token entropy of the marginals) or random. The same "
+        "pool, model and --seed give the same selection (docs/active_learning.md).",
+    )
+    choose.add_argument(
+        "--input", required=True, help="the pool: a text file (one candidate per line) or CoNLL"
+    )
+    choose.add_argument("--k", required=True, metavar="N", help="how many sentences to select")
+    choose.add_argument(
+        "--strategy",
+        default="margin",
+        metavar="NAME",
+        help=f"{', '.join(STRATEGY_NAMES)} (default %(default)s)",
+    )
+    choose.add_argument("--seed", default="0", help="orders ties, and the whole pool for random (default 0)")
+    choose.add_argument("--output", required=True, help="the file to write (- for standard output)")
+    choose.add_argument(
+        "--format",
+        default=LINES,
+        choices=[LINES, *format_names()],
+        help="lines: the selected sentences, one per line, as in the pool (a CoNLL sentence's tokens joined by "
+        "spaces); or any predict format, with the model's predictions (default %(default)s)",
+    )
+    choose.add_argument(
+        "--order",
+        default="rank",
+        choices=["rank", "pool"],
+        help="rank: most uncertain first (default); pool: in the pool's order",
+    )
+    choose.add_argument(
+        "--pool-format",
+        default="auto",
+        choices=["auto", "text", "conll"],
+        help="auto (default): CoNLL when the file starts with -DOCSTART- or every non-blank line ends in a tag",
+    )
+    add_model_arguments(
+        choose,
+        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        "padded tokens a batch holds at most, as predict's (default %(default)s)",
+    )
+
+
+def _integer(text: str, option: str, low: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise NerAppError(f"{option} {text!r}: expected an integer") from None
+    if low is not None and value < low:
+        raise NerAppError(f"{option} {value}: expected an integer >= {low}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """--precision: a fraction in (0, 1]; 95 is refused with the hint that it means 0.95."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise NerAppError(f"--precision {text!r}: expected a fraction in (0, 1], such as 0.95") from None
+    if not 0 < value <= 1:
+        hint = f" ({value:g}% is {value / 100:g})" if 1 < value <= 100 else ""
+        raise NerAppError(f"--precision {text}: expected a fraction in (0, 1], such as 0.95{hint}")
+    return value
+
+
+def find_threshold(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.cli.inference import _model, _set_threads, check_device, check_gold_file
+
+    precision = None if args.precision is None else _fraction(args.precision)
+    _set_threads(args)
+    check_device(args.device)
+    check_gold_file(args.input)
+    from ner_app.serve.predictor import Predictor
+    from ner_app.serve.threshold import find_threshold as sweep
+    from ner_app.serve.threshold import suggestion_line, threshold_table
+
+    model = _model(args)
+    predictor = Predictor.from_export(
+        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+    )
+    result = {"model": str(model), **sweep(predictor, args.input, precision)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"{result['file']}: {result['sentences']:,} sentences, {result['gold_entities']:,} gold entities, "
+        f"{result['predicted_entities']:,} predicted; entities scoring below the minimum are dropped; scores "
+        "in %, conlleval's counting (seqeval default mode)\n"
+    )
+    print(threshold_table(result))
+    print(suggestion_line(result))
+    return 0
+
+
+def select(args: argparse.Namespace) -> int:
+    from ner_app.cli.inference import _model, _set_threads, check_device
+    from ner_app.files import STDOUT, check_output, write_text
+    from ner_app.report.formats import Target, output_format, write_output
+    from ner_app.tagger.uncertainty import STRATEGIES
+
+    if args.strategy not in STRATEGIES:
+        raise NerAppError(f"--strategy {args.strategy!r}: expected one of {', '.join(STRATEGY_NAMES)}")
+    k, seed = _integer(args.k, "--k", low=1), _integer(args.seed, "--seed")
+    fmt = None if args.format == LINES else output_format(args.format)
+    out = Path(args.output)
+    if args.output != STDOUT and out.exists() and out.resolve() == Path(args.input).resolve():
+        raise NerAppError(f"--output {out}: is the pool --input; name another file")
+    check_output(args.output, "--output")
+    _set_threads(args)
+    check_device(args.device)
+    from ner_app.report.predictions_html import entity_types
+    from ner_app.serve.predictor import Predictor, tag_conll
+    from ner_app.serve.selection import read_pool
+    from ner_app.serve.selection import select as choose
+
+    candidates, kind = read_pool(args.input, args.pool_format)
+    if fmt is not None and fmt.reads == "conll" and kind != "conll":
+        raise NerAppError(
+            f"--format {fmt.name} writes CoNLL token lines: it needs a CoNLL pool, and {args.input} was read as "
+            "text (--pool-format conll if it is CoNLL)"
+        )
+    needs_model = args.strategy != "random" or fmt is not None
+    predictor = (
+        Predictor.from_export(
+            _model(args), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+        )
+        if needs_model
+        else None
+    )
+    chosen = choose(predictor, candidates, k, args.strategy, seed)
+    if args.order == "pool":
+        chosen.sort(key=lambda s: s.candidate.index)
+    if fmt is None:
+        write_text(args.output, "".join(s.candidate.text + "\n" for s in chosen))
+    else:
+        assert predictor is not None
+        target = Target(tuple(entity_types(predictor.tags.itos)), args.input)
+        if fmt.reads == "conll":
+            lines = [row for s in chosen for row in (*s.candidate.rows, "")]
+            write_output(args.output, fmt, tag_conll(predictor, lines, tokens=True), target)
+        else:
+            write_output(args.output, fmt, predictor.tag_lines(s.candidate.text for s in chosen), target)
+    unit = "sentences" if kind == "conll" else "lines"
+    if k > len(candidates):
+        print(
+            f"--k {k} is more than the pool's {len(candidates):,} {unit}: all of them are selected",
+            file=sys.stderr,
+        )
+    where = "standard output" if args.output == STDOUT else args.output
+    values = sorted(s.value for s in chosen)
+    spread = (
+        f"; {args.strategy} from {values[0]:.4g} to {values[-1]:.4g}" if args.strategy != "random" else ""
+    )
+    print(
+        f"selected {len(chosen):,} of {len(candidates):,} {unit} ({args.strategy}, seed {seed}{spread}), "
+        f"{args.order} order; wrote {where}",
+        file=sys.stderr,
+    )
+    return 0
