@@ -123,3 +123,26 @@ def test_a_config_outside_the_repository_finds_the_shipped_bilm(tmp_path: Path) 
     assert load_config(tmp_path / "mine" / "x.yaml").data.dir == str(
         tmp_path / "mine" / "tests/data/tiny_conll"
     )
+
+
+def test_the_own_data_template_copied_beside_ones_data_trains_with_the_shipped_bilm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hour: configs/own_data.yaml copied into a folder of one's own (no pyproject.toml above it),
+    the data beside it, trained from there. The shipped biLM is found, and the layer cache goes to the user's
+    cache folder: the user's folder ends with the config, the data and the run, nothing else."""
+    from tests.train.test_annotation_data import write_doccano
+
+    mine = tmp_path / "work"
+    mine.mkdir()
+    write_doccano(mine / "mine")
+    shutil.copy(ROOT / "configs" / "own_data.yaml", mine / "config.yaml")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(mine)
+    small = ["model.glove=null", "model.lstm_hidden=8", "trainer.max_epochs=1", "trainer.threads=1"]
+    assert main(["train", "--config", "config.yaml", *small, "trainer.enable_progress_bar=false"]) == 0
+    saved = yaml.safe_load((mine / "runs" / "own_data" / "config.yaml").read_text())
+    assert saved["elmo"]["options"] == str(ROOT / "data" / "bilm" / "options.json")
+    assert saved["elmo"]["cache_dir"] == str(tmp_path / "xdg" / "ner_app" / "elmo")
+    assert (tmp_path / "xdg" / "ner_app" / "elmo").is_dir()
+    assert sorted(p.name for p in mine.iterdir()) == ["config.yaml", "mine", "runs"]
