@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ner_app.cli.active_learning import find_threshold, select
+from ner_app.cli.calibrate import calibrate
 from ner_app.cli.check_data import check_data
 from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
@@ -50,6 +53,8 @@ def _train(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     if seeds is None and args.parallel is not None:
         raise SeedsError("--parallel N goes with --seeds (it trains N seeds at a time)")
+    if args.init_from is not None:  # a path typed in a shell: relative to the working directory
+        args.overrides = [*args.overrides, f"model.init_from={json.dumps(os.path.abspath(args.init_from))}"]
     cfg = load_config(args.config, args.overrides)
     check_before_training(
         cfg
@@ -197,6 +202,7 @@ HANDLERS = {
     "export": export,
     "predict": predict,
     "evaluate": evaluate,
+    "calibrate": calibrate,
     "compare": _compare,
     "pretrain-bilm": _pretrain_bilm,
     "bilm-perplexity": _bilm_perplexity,

@@ -163,10 +163,13 @@ def predict(args: argparse.Namespace) -> int:
         _check_predict_output(args.output, args.input, fmt)
     _set_threads(args)
     check_device(args.device)
+    from ner_app.text.reliability import note_uncalibrated
+
     model = _model(args)
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
+    note_uncalibrated(predictor.spec.calibration is not None, str(model))
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")

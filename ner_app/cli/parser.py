@@ -9,6 +9,7 @@ import argparse
 
 from ner_app.cli.active_learning import add_find_threshold_parser, add_select_parser
 from ner_app.cli.arguments import Owned, OwnedNamespace, positive_int
+from ner_app.cli.calibrate import add_calibrate_parser
 from ner_app.cli.check_data import add_check_data_parser
 from ner_app.cli.convert import add_convert_parser
 from ner_app.cli.model_commands import (
@@ -28,6 +29,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="a YAML file in configs/")
     parser.add_argument(
         "--resume", action="store_true", help="continue the run in output_dir from its last checkpoint"
+    )
+    parser.add_argument(
+        "--init-from",
+        metavar="EXPORT",
+        help="start from this export's weights (the same as model.init_from=EXPORT): its words and entity types "
+        "are kept, the data's new ones added; data.previous_dev=FILE scores the old types before and after",
     )
     parser.add_argument(
         "--seeds",
@@ -138,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_export_parser,
         add_predict_parser,
         add_evaluate_parser,
+        add_calibrate_parser,
         add_compare_parser,
         add_pretrain_bilm_parser,
         add_bilm_perplexity_parser,

@@ -55,6 +55,11 @@ def check_train_config(cfg: TrainConfig) -> None:
         check_number(t.max_time_minutes, "trainer.max_time_minutes", where, 0.0, open_low=True)
     if t.limit_train_batches is not None:
         check_number(t.limit_train_batches, "trainer.limit_train_batches", where, 0.0, open_low=True)
+    if d.previous_dev is not None and m.init_from is None:
+        raise ConfigError(
+            "data.previous_dev: the old model's dev file is scored before and after continuing its export: "
+            "it needs model.init_from (train --init-from EXPORT)"
+        )
     if cfg.elmo.max_stream_positions < 2:
         raise ConfigError(
             f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {cfg.elmo.max_stream_positions}"

@@ -127,7 +127,10 @@ def config_from_dict(
         if not isinstance(data, dict):
             break  # read_record reports the non-mapping top level
         _apply_override(data, raw, sources)
-    return read_record(schema, data, ctx)
+    cfg = read_record(schema, data, ctx)
+    if isinstance(cfg, TrainConfig) and cfg.model.glove is not None and cfg.model.glove.lower() == "none":
+        cfg.model.glove = None  # `glove: none` reads as a string in YAML; it means no GloVe, as null does
+    return cfg
 
 
 @overload

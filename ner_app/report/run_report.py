@@ -14,6 +14,7 @@ from pathlib import Path
 from ner_app.errors import DISK_FULL, MissingFileError, NerAppError
 from ner_app.files import write_text
 from ner_app.report import charts, page
+from ner_app.report.calibration_report import calibration_section
 from ner_app.report.error_analysis import (
     CATEGORIES,
     ErrorBreakdown,
@@ -22,6 +23,7 @@ from ner_app.report.error_analysis import (
     has_error,
     spans,
 )
+from ner_app.report.forgetting import forgetting_section
 from ner_app.report.run_files import (
     Sentence,
     learning_curves,
@@ -277,6 +279,8 @@ def build_report(run_dir: str | Path) -> str:
         page.section("summary", "Final scores (best checkpoint)", [summary, page.paragraph(note, note=True)]),
         _curves_section(loss, dev, speed),
         _per_type_section(metrics),
+        calibration_section(run_dir),
+        *([forgetting_section(metrics.previous_dev)] if metrics.previous_dev is not None else []),
         _error_section(breakdowns),
         _confusion_section(breakdowns),
         _elmo_section(mixes, source),

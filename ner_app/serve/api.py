@@ -23,6 +23,7 @@ from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
 from ner_app.text.records import Entity
+from ner_app.text.reliability import note_uncalibrated
 from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize
 
@@ -143,7 +144,9 @@ def load_tagger(path: str | Path | None = None, device: str = "cpu", batch_size:
     CoNLL-2003 tagger. Nothing is unpickled; checksums, shapes and the biLM's fingerprint are verified."""
     given, device, batch_size = _folder(path), _device(device), _positive_int(batch_size, "batch_size")
     folder = shipped(SHIPPED_MODEL, "CoNLL-2003 tagger") if given is None else given
-    return Tagger(Predictor.from_export(folder, device=device, batch_size=batch_size), folder)
+    predictor = Predictor.from_export(folder, device=device, batch_size=batch_size)
+    note_uncalibrated(predictor.spec.calibration is not None, str(folder))
+    return Tagger(predictor, folder)
 
 
 @dataclass(frozen=True)

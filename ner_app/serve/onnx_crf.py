@@ -45,9 +45,17 @@ def viterbi(
 
 
 def marginals(
-    emissions: np.ndarray, lengths: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    start: np.ndarray,
+    trans: np.ndarray,
+    end: np.ndarray,
+    temperature: float = 1.0,
 ) -> np.ndarray:
-    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``."""
+    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``, every
+    potential divided by ``temperature`` as ``CRF._tempered`` divides them."""
+    if temperature != 1.0:
+        emissions, start, trans, end = (a / np.float32(temperature) for a in (emissions, start, trans, end))
     mask = _mask(emissions, lengths)
     alpha = start + emissions[:, 0]  # (B, K)
     alphas = [alpha]

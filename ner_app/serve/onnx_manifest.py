@@ -18,6 +18,7 @@ from ner_app.records import Reader, checked, read_record
 from ner_app.text.tags import SCHEMES, is_tag, normalize_scheme, scheme_tags, split_tag
 from ner_app.text.vocab import Vocab
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # tagger/spec.py's bounds (a test keeps the two equal)
 MANIFEST_SUM = "manifest_sha256"  # the key holding the sha256 of every other key (``canonical_sha256``)
 MAX_WORD_CHARS = 1000  # a token's characters the char CNN may see: far above what any export uses (30)
 
@@ -87,6 +88,13 @@ class CharWidth:
 
 
 @dataclass(frozen=True)
+class ManifestCalibration:
+    """Of the spec's calibration record, what scores use: the temperature every CRF potential is divided by."""
+
+    temperature: float
+
+
+@dataclass(frozen=True)
 class ManifestSpec:
     """What the predictor reads of the tagger spec (``TaggerSpec.to_json``): vocabularies, schemes, the
     characters of a token the char CNN sees."""
@@ -96,6 +104,7 @@ class ManifestSpec:
     source_scheme: str
     max_word_chars: int
     model: CharWidth
+    calibration: ManifestCalibration | None = None  # None: uncalibrated (an export made before calibration)
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,15 @@ def check_elmo_chars(layout: Any, source: str) -> None:
     extra = sorted(set(layout) - set(ELMO_CHAR_LAYOUT))
     if extra:
         raise OnnxModelError(f"{source}: elmo_chars has unknown keys {extra[:3]}; export the model again")
+
+
+def check_temperature(temperature: float, source: str) -> None:
+    """The calibration's temperature is a finite number in the bounds the tagger spec reads."""
+    if not (math.isfinite(temperature) and MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE):
+        raise OnnxModelError(
+            f"{source}: spec.calibration.temperature {temperature} is outside [{MIN_TEMPERATURE}, "
+            f"{MAX_TEMPERATURE}]; export the model again"
+        )
 
 
 def check_crf(arrays: tuple[np.ndarray, ...], k: int, source: str) -> None:

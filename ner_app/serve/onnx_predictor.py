@@ -27,6 +27,7 @@ from ner_app.serve.onnx_manifest import (
     check_crf,
     check_elmo_chars,
     check_spec,
+    check_temperature,
 )
 from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
@@ -86,6 +87,10 @@ class OnnxPredictor:
         )
         if self.tags.itos != tags:
             raise OnnxModelError(f"{path}: spec.vocab.tags has specials; export the model again")
+        # the calibration's temperature (1.0 for an export without one): probabilities only, not the path
+        self.calibrated = spec.calibration is not None
+        self.temperature = 1.0 if spec.calibration is None else spec.calibration.temperature
+        check_temperature(self.temperature, str(path))
         self.batch_size, self.max_tokens = batch_size, max_tokens
         graphs = record.graphs
         options = ort.SessionOptions()
@@ -198,8 +203,10 @@ class OnnxPredictor:
             tokens = [pieces[p][1] for p in batch]
             scores = self.emissions(tokens)
             lengths = np.array([len(t) for t in tokens])
-            paths = viterbi(scores, lengths, *self.crf)
-            chosen = np.take_along_axis(marginals(scores, lengths, *self.crf), paths[..., None], -1)[..., 0]
+            start, trans, end = self.crf
+            paths = viterbi(scores, lengths, start, trans, end)
+            probs = marginals(scores, lengths, start, trans, end, self.temperature)  # (B, T, K)
+            chosen = np.take_along_axis(probs, paths[..., None], -1)[..., 0]
             for row, p in enumerate(batch):
                 n = lengths[row]
                 results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())

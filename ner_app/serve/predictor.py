@@ -115,6 +115,17 @@ class Predictor:
         ):
             yield group, self._collate([(p, pieces[p][1]) for p in group])
 
+    def emission_batches(
+        self, pieces: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """(piece indices, emissions (B, T, K), mask (B, T)) of every batch of ``pieces`` (non-empty sentences
+        of at most ``MAX_TOKENS``; ``documents``: a document id per piece), batched as ``tag`` batches them: what
+        calibration fits on."""
+        items = [(i, list(tokens)) for i, tokens in enumerate(pieces)]
+        with torch.inference_mode():
+            for group, batch in self.piece_batches(items, documents):
+                yield group, self.tagger.emissions(batch), batch["mask"]
+
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)

@@ -154,6 +154,7 @@ class TaggerAPI(ls.LitAPI):
 
         from ner_app.serve.api import SHIPPED_MODEL, shipped  # torch and Lightning only in the worker
         from ner_app.serve.predictor import Predictor
+        from ner_app.text.reliability import note_uncalibrated
 
         ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
         if self.serve_spec.threads:
@@ -163,6 +164,7 @@ class TaggerAPI(ls.LitAPI):
             self.predictor = Predictor.from_export(
                 model, device=device, batch_size=self.serve_spec.batch_size
             )
+            note_uncalibrated(self.predictor.spec.calibration is not None, str(model))
         except NerAppError as err:
             self.errors.put(str(err))  # the supervisor prints it as the one error line
             logging.getLogger("litserve.loops.loops").disabled = True  # and no traceback besides

@@ -197,6 +197,7 @@ def load_export(export_dir: str | Path, device: str = "cpu") -> tuple[BiLstmCrfT
         state["frozen_word_vectors"] = rebuild_frozen_rows(spec, data[FROZEN_KEY], str(spec_path))
     check_tensors(state, tagger.trained_state(), str(weights_path))
     tagger.load_trained_state(state, str(weights_path))
+    tagger.crf.temperature = spec.temperature  # the calibration record's (1.0 without one)
     return tagger.to(device).eval(), spec
 
 

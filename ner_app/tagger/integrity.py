@@ -40,7 +40,7 @@ SPEC_KEYS = ("vocab", "scheme", "source_scheme", "model", "elmo", "max_word_char
 
 
 # Keys that change predictions but only some exports have: hashed when present, so older exports still verify.
-OPTIONAL_SPEC_KEYS = ("frozen_word_vectors",)
+OPTIONAL_SPEC_KEYS = ("frozen_word_vectors", "calibration")
 
 
 def spec_sha256(spec: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,26 @@ class ElmoRef:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """Temperature scaling of the tagger's probabilities (docs/calibration.md): every CRF potential is divided
+    by ``temperature`` before scores are computed (the best path does not change), and what it was fitted on:
+    the file, its predicted entities and their expected calibration error (ECE) and log loss before and after.
+    """
+
+    temperature: float
+    fitted_on: str
+    entities: int
+    ece_before: float
+    ece_after: float
+    log_loss_before: float
+    log_loss_after: float
+    method: str = "temperature"
+
+
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # far outside what a fit finds (0.05 to 20): a bound on edits
+
+
+@dataclass(frozen=True)
 class TaggerSpec:
     """Sizes, vocabularies, tag schemes (training ``scheme``, ``source_scheme`` of the data files) and biLM."""
 
@@ -89,6 +110,7 @@ class TaggerSpec:
     source_scheme: str
     max_word_chars: int
     elmo: ElmoRef | None
+    calibration: Calibration | None = None  # None: uncalibrated (temperature 1), as exports before it
 
     # ------------------------------------------------------------------------------ building
     @classmethod
@@ -168,7 +190,13 @@ class TaggerSpec:
             "scheme": self.scheme,
             "source_scheme": self.source_scheme,
             "max_word_chars": self.max_word_chars,
+            **({"calibration": dataclasses.asdict(self.calibration)} if self.calibration is not None else {}),
         }
+
+    @property
+    def temperature(self) -> float:
+        """The CRF's temperature: the calibration's, 1.0 without one."""
+        return 1.0 if self.calibration is None else self.calibration.temperature
 
     @classmethod
     def from_json(cls, data: Any, source: str = "tagger spec") -> TaggerSpec:
@@ -192,6 +220,7 @@ class TaggerSpec:
             "scheme": data.get("scheme"),
             "source_scheme": data.get("source_scheme"),
             "max_word_chars": data.get("max_word_chars"),
+            "calibration": data.get("calibration"),
         }
         where = {
             "sizes": "model",
@@ -215,6 +244,14 @@ class TaggerSpec:
         if spec.elmo is not None and spec.elmo.context not in ("sentence", "document"):
             raise SpecError(
                 f"{source}: key 'elmo.context': expected 'sentence' or 'document', found {spec.elmo.context!r}"
+            )
+        c = spec.calibration
+        if c is not None and not (
+            math.isfinite(c.temperature) and MIN_TEMPERATURE <= c.temperature <= MAX_TEMPERATURE
+        ):
+            raise SpecError(
+                f"{source}: key 'calibration.temperature': expected a number in [{MIN_TEMPERATURE}, "
+                f"{MAX_TEMPERATURE}], found {c.temperature}"
             )
         if len(set(spec.words.tokens)) != len(spec.words.tokens) or not 0 < spec.num_trainable_words <= len(
             spec.word_vocab

@@ -9,8 +9,12 @@ from pathlib import Path
 from ner_app.config.checks import check_train_config
 from ner_app.config.load import REPOSITORY
 from ner_app.config.schema import ElmoConfig, TrainConfig
-from ner_app.errors import MissingFileError
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.train.corpus import check_data_source, data_reading
+
+
+class InitSourceError(NerAppError):
+    """``model.init_from`` names something other than an export folder."""
 
 
 def check_elmo_files(elmo: ElmoConfig) -> None:
@@ -37,9 +41,37 @@ def check_elmo_files(elmo: ElmoConfig) -> None:
             )
 
 
+def check_init_from(init_from: str | None, previous_dev: str | None) -> None:
+    """``model.init_from`` must be an export folder (not a checkpoint, not ONNX graphs), and
+    ``data.previous_dev`` a file; what is inside them is checked when they are read."""
+    if previous_dev is not None and not Path(previous_dev).is_file():
+        raise MissingFileError(
+            f"data.previous_dev: {previous_dev}: not found (expected the old model's dev file)"
+        )
+    if init_from is None:
+        return
+    folder, how = Path(init_from), "a run writes one in RUN/export"
+    if not folder.exists():
+        raise MissingFileError(f"model.init_from: {folder}: not found (expected an export folder; {how})")
+    if not folder.is_dir():
+        raise InitSourceError(
+            f"model.init_from: {folder}: a file, expected an export folder ({how}; ner-app export --checkpoint "
+            "CKPT --output DIR makes one of a checkpoint)"
+        )
+    if (folder / "onnx.json").is_file() and not (folder / "tagger.json").is_file():
+        raise InitSourceError(
+            f"model.init_from: {folder}: ONNX graphs, which do not train; give the export folder they were "
+            "made from (tagger.json and model.safetensors)"
+        )
+    if not (folder / "tagger.json").is_file():
+        raise InitSourceError(f"model.init_from: {folder}: not a ner_app export (no tagger.json; {how})")
+
+
 def check_before_training(cfg: TrainConfig) -> None:
-    """The config's values, then the data source, then the biLM's files: in the order the run meets them."""
+    """The config's values, then the data source, then the biLM's files and the export a run continues: in
+    the order the run meets them."""
     check_train_config(cfg)
     check_data_source(cfg.data.dir, cfg.data.hub_name, cfg.data.format)
     data_reading(cfg.data)  # data.labels' syntax, before anything heavy
     check_elmo_files(cfg.elmo)
+    check_init_from(cfg.model.init_from, cfg.data.previous_dev)

@@ -9,6 +9,7 @@ written by other versions still read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -178,14 +179,61 @@ def _fingerprint(value: Any, key: str, reader: Reader) -> str | None:
 
 
 @dataclass(frozen=True)
+class PreviousDev:
+    """A continued run's forgetting (``model.init_from`` with ``data.previous_dev``): the scores on the old
+    model's dev file of the export it started from (``before``) and of the chosen checkpoint (``after``);
+    ``types``: the export's entity types."""
+
+    file: str
+    types: tuple[str, ...]
+    before: SplitScores
+    after: SplitScores
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "types": list(self.types),
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class RunCalibration:
+    """The temperature fitted on dev at the end of training and the entity ECE before and after it, on dev and
+    test (the reliability diagrams' bins are in ``calibration.json``)."""
+
+    temperature: float
+    dev_ece_before: float
+    dev_ece_after: float
+    test_ece_before: float
+    test_ece_after: float
+
+    @classmethod
+    def of(cls, report: Mapping[str, Any]) -> RunCalibration:
+        """From ``calibration.json``'s data (``train/calibration.py``)."""
+        dev, test = report["dev"], report["test"]
+        return cls(
+            report["temperature"],
+            dev["before"]["ece"],
+            dev["after"]["ece"],
+            test["before"]["ece"],
+            test["after"]["ece"],
+        )
+
+
+@dataclass(frozen=True)
 class RunMetrics:
     """A run's ``metrics.json``: dev and test scores of the chosen checkpoint, its ELMo mixes (None without
-    ELMo) and the fingerprint of the biLM it read (None without ELMo)."""
+    ELMo), the fingerprint of the biLM it read (None without ELMo) and, for a run continued from an export
+    with the old dev file given, the old types' scores before and after (None otherwise)."""
 
     dev: SplitScores
     test: SplitScores
     elmo_mix: tuple[Mix, ...] | None = field(default=None, metadata=checked(_mixes))
     bilm_fingerprint: str | None = field(default=None, metadata=checked(_fingerprint))
+    previous_dev: PreviousDev | None = None
+    calibration: RunCalibration | None = None  # None: a run without one (older, or no entity on dev)
 
     def split(self, name: str) -> SplitScores:
         """The scores of ``name`` ("dev" or "test")."""
@@ -200,7 +248,7 @@ class RunMetrics:
                 f"{where}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
             )
         reader = _MetricsReader(where)  # the mixes and the fingerprint first, as the file's layout checks go
-        names = ("elmo_mix", "bilm_fingerprint", *EVALUATED)
+        names = ("elmo_mix", "bilm_fingerprint", "calibration", *EVALUATED, "previous_dev")
         return cls(**{name: read_field(cls, name, data, reader) for name in names})
 
     @classmethod
@@ -219,6 +267,10 @@ class RunMetrics:
             out["elmo_mix"] = [m.to_json() for m in self.elmo_mix]
         if self.bilm_fingerprint is not None:
             out["bilm_fingerprint"] = self.bilm_fingerprint
+        if self.previous_dev is not None:
+            out["previous_dev"] = self.previous_dev.to_json()
+        if self.calibration is not None:
+            out["calibration"] = dataclasses.asdict(self.calibration)
         return out
 
     def write(self, path: str | Path) -> Path:

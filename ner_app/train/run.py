@@ -9,6 +9,7 @@ dev and test evaluation with the best checkpoint) runs in the Lightning Trainer,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,13 @@ from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
+from ner_app.train.calibration import calibrate_run
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
+from ner_app.train.continued import OldDev, StartingPoint, continue_from, forgetting
 from ner_app.train.corpus import EVALUATED, Corpus, data_files, data_reading, load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.early_checks import check_elmo_files
-from ner_app.train.metrics import MIX_PLACES, Mix, RunMetrics, SplitScores
+from ner_app.train.metrics import MIX_PLACES, Mix, PreviousDev, RunCalibration, RunMetrics, SplitScores
 from ner_app.train.module import LrSchedule, TaggerModule
 from ner_app.train.reports import percent_table, text_report
 
@@ -119,8 +122,15 @@ def build_tagger(
     return tagger
 
 
-def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[str, Any]:
-    """metrics.json, the dev and test reports and prediction files, from the module's evaluations."""
+def write_reports(
+    module: TaggerModule,
+    corpus: Corpus,
+    run_dir: Path,
+    previous_dev: PreviousDev | None = None,
+    calibration: RunCalibration | None = None,
+) -> dict[str, Any]:
+    """metrics.json (with the calibration's ECE before and after, and the old types' scores of a continued
+    run), the dev and test reports and prediction files, from the module's evaluations."""
     spec, scores = module.spec, {}
     for split in EVALUATED:
         data, evaluation = corpus.splits[split], module.evaluations[split]
@@ -146,6 +156,8 @@ def write_reports(module: TaggerModule, corpus: Corpus, run_dir: Path) -> dict[s
         else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
         # the biLM by its weights: compare groups by this, whatever the files' paths
         bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
+        previous_dev=previous_dev,
+        calibration=calibration,
     )
     metrics.write(run_dir / "metrics.json")
     return metrics.to_json()
@@ -185,6 +197,15 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     bilm, elmo_ref = load_elmo(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
+    start = StartingPoint.load(m.init_from) if m.init_from else None
+    tagger = None
+    if start is not None:  # the export's words and types, and weights, with the data's new ones added
+        tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, bilm, corpus, glove))
+    old_dev = OldDev.read(d.previous_dev, d.tag_column) if d.previous_dev else None
+    before, old_types = None, start.types if start is not None else ()
+    if old_dev is not None and start is not None and getattr(rank_zero_only, "rank", 0) == 0:
+        before = old_dev.score(start.tagger, start.spec, d.eval_batch_size)  # the export, before any step
+    del start  # the export's tagger: no longer needed
     dm = ConllDataModule(
         corpus,
         spec,
@@ -196,7 +217,8 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         eval_max_tokens=d.eval_max_tokens_per_batch,
         case_augment=d.case_augment,
     )
-    tagger = build_tagger(cfg, spec, bilm, corpus, glove)
+    if tagger is None:
+        tagger = build_tagger(cfg, spec, bilm, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     o = cfg.optim
     schedule = LrSchedule(o.schedule, o.warmup_fraction, o.plateau_factor, o.plateau_patience)
@@ -235,6 +257,13 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     trainer.test(module, datamodule=dm, verbose=False)
     metrics: dict[str, Any] = {}
     if trainer.is_global_zero:
-        metrics = write_reports(module, corpus, run_dir)
-        export_model(module.tagger, spec, run_dir / "export")
+        previous = None
+        if old_dev is not None and before is not None:
+            after = old_dev.score(module.tagger, spec, d.eval_batch_size)  # the chosen checkpoint
+            previous = forgetting(old_dev, old_types, before, after)
+        # the temperature of the chosen weights, fitted on dev (under DDP on rank 0's share of it)
+        calibrated = calibrate_run(module.tagger, dm, corpus, run_dir)
+        record, summary = calibrated if calibrated is not None else (None, None)
+        metrics = write_reports(module, corpus, run_dir, previous, summary)
+        export_model(module.tagger, dataclasses.replace(spec, calibration=record), run_dir / "export")
     return metrics

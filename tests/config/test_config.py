@@ -22,9 +22,7 @@ from ner_app.config.load import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_KEYS = (
-    "char_dim, char_filters, char_width, dropout, glove, glove_oov, lstm_hidden, lstm_layers, word_dim"
-)
+MODEL_KEYS = "char_dim, char_filters, char_width, dropout, glove, glove_oov, init_from, lstm_hidden, lstm_layers, word_dim"
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +102,24 @@ def test_yaml_values_and_overrides_of_each_type(tmp_path: Path) -> None:
     assert cfg.model.dropout == 0.25 and cfg.data.scheme == "BIO" and cfg.seed == 2
     assert cfg.optim.lr == 0.001 and type(cfg.optim.grad_clip) is float and cfg.optim.grad_clip == 1.0
     assert type(cfg.elmo.l2_coef) is float and cfg.elmo.l2_coef == 1.0
+
+
+@pytest.mark.parametrize("spelling", ["none", "None", "NONE"])
+def test_glove_none_means_no_glove_and_is_no_path(tmp_path: Path, spelling: str) -> None:
+    """YAML reads `none` as a string; it means null (no GloVe), not a file named none beside the config."""
+    assert load_config(write(tmp_path, f"model:\n  glove: {spelling}\n")).model.glove is None
+    assert load_config(write(tmp_path, ""), [f"model.glove={spelling}"]).model.glove is None
+    assert load_config(write(tmp_path, ""), ["model.glove=vectors.txt"]).model.glove == str(
+        tmp_path / "vectors.txt"
+    )
+
+
+def test_init_from_and_previous_dev_are_paths_from_the_project_root(tmp_path: Path) -> None:
+    cfg = load_config(
+        write(tmp_path, "model:\n  init_from: runs/a/export\ndata:\n  previous_dev: old/valid.txt\n")
+    )
+    assert cfg.model.init_from == str(tmp_path / "runs/a/export")
+    assert cfg.data.previous_dev == str(tmp_path / "old/valid.txt")
 
 
 def test_list_of_lists(tmp_path: Path) -> None:
@@ -326,6 +342,8 @@ def test_the_key_lists_come_from_field_metadata() -> None:
         "data.heldout",
         "data.extra_train",
         "model.glove",
+        "model.init_from",
+        "data.previous_dev",
         "model.init_weights",
         "elmo.options",
         "elmo.weights",

@@ -138,29 +138,56 @@ def test_stream_windows_reassemble_and_targets(tmp_path: Path) -> None:
     batches = StreamBatches(corpus, vocab, batch_size=3, unroll_steps=7, seed=5)
     streams = batches.streams(0)[:, 1:-1]  # (B, S) type ids
     b, s = streams.shape
-    assert b == 3 and s == len(corpus.tokens) // 3 and len(batches) == math.ceil(s / 7)
+    # S = 19 x 7 + 1: the last column is no input forward (nothing follows it), the first none backward
+    assert b == 3 and s == len(corpus.tokens) // 3 and s % 7 == 1 and len(batches) == (s - 1) // 7
     windows = list(batches)
     assert [w["window"] for w in windows] == list(range(len(batches)))
     table = torch.tensor([token_to_ids(t) for t in corpus.types])
     to_softmax = torch.tensor([vocab.id(t) for t in corpus.types])
     for direction, order in (("forward", windows), ("backward", windows[::-1])):
-        chars = torch.cat([w[direction]["char_ids"] for w in order], dim=1)  # (B, S, 50)
-        targets = torch.cat([w[direction]["targets"] for w in order], dim=1)  # (B, S)
+        chars = torch.cat([w[direction]["char_ids"] for w in order], dim=1)  # (B, S - 1, 50)
+        targets = torch.cat([w[direction]["targets"] for w in order], dim=1)  # (B, S - 1)
         ids = torch.from_numpy(streams.astype(np.int64))
-        assert torch.equal(chars, table[ids])  # the windows of row i reassemble stream i
+        read = slice(0, s - 1) if direction == "forward" else slice(1, s)  # the columns that have a target
+        assert torch.equal(chars, table[ids[:, read]])  # the windows of row i reassemble stream i
         assert all(bool(w[direction]["mask"].all()) for w in windows)
         shift = 1 if direction == "forward" else -1
         other = torch.roll(ids, -shift, dims=1)  # the next (forward) or previous (backward) token
         expected = to_softmax[other]
-        edge = -1 if direction == "forward" else 0
-        expected[:, edge] = IGNORE  # nothing beyond the stream's ends
         seam = corpus.types.index("<S>" if direction == "forward" else "</S>")
         expected[other == seam] = IGNORE  # </S> -> <S> between packed sentences is certain: not trained
-        assert torch.equal(targets, expected)
+        assert torch.equal(targets, expected[:, read])
     assert (torch.cat([w["forward"]["targets"] for w in windows], 1) == UNK_ID).any()
     # Windows keep their row: window k's first token follows window k-1's last token in the same row.
     first_of_window_1 = table[torch.from_numpy(streams[:, 7].astype(np.int64))]
     assert torch.equal(windows[1]["forward"]["char_ids"][:, 0], first_of_window_1)
+
+
+@pytest.mark.parametrize("unroll_steps", range(2, 12))
+def test_every_window_has_targets_and_every_target_is_read_once(tmp_path: Path, unroll_steps: int) -> None:
+    """Whatever the stream length S modulo the window T (S = qT + 1 left a last window of one column, whose only
+    targets lie beyond the stream: a loss of 0 / 0), each window holds targets in both directions and the
+    windows together hold each direction's S - 1 targets exactly once."""
+    corpus = read_corpus(
+        write_grammar(tmp_path / "g.txt", 15, seed=1)
+    )  # S = 73: 73 % T = 1 for T = 2, 3, 4, 6, 8, 9
+    vocab = SoftmaxVocab.from_counts(corpus.counts(), size=50)
+    batches = StreamBatches(corpus, vocab, batch_size=2, unroll_steps=unroll_steps, seed=0)
+    s = batches.stream_length
+    windows = list(batches)
+    assert len(windows) == math.ceil((s - 1) / unroll_steps)
+    streams = torch.from_numpy(batches.streams(0)[:, 1:-1].astype(np.int64))  # (B, S)
+    to_softmax = torch.tensor([vocab.id(t) for t in corpus.types])
+    for direction, order in (("forward", windows), ("backward", windows[::-1])):
+        assert all(bool((w[direction]["targets"] != IGNORE).any()) for w in windows), (s, unroll_steps)
+        targets = torch.cat([w[direction]["targets"] for w in order], dim=1)  # (B, n): n is S - 1 or S
+        n = targets.shape[1]
+        assert n in (s - 1, s)
+        other = torch.roll(streams, -1 if direction == "forward" else 1, dims=1)
+        expected = to_softmax[other]
+        expected[:, -1 if direction == "forward" else 0] = IGNORE  # nothing beyond the stream's ends
+        expected[other == corpus.types.index("<S>" if direction == "forward" else "</S>")] = IGNORE
+        assert torch.equal(targets, expected[:, :n] if direction == "forward" else expected[:, s - n :])
 
 
 def test_stream_resume_position(tmp_path: Path) -> None:

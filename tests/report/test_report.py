@@ -32,7 +32,16 @@ from ner_app.train.metrics import Mix, RunMetrics, SplitScores
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
-SECTIONS = {"summary", "learning-curves", "per-type", "errors", "confusion", "elmo", "sentences"}
+SECTIONS = {
+    "summary",
+    "learning-curves",
+    "per-type",
+    "calibration",
+    "errors",
+    "confusion",
+    "elmo",
+    "sentences",
+}
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -173,7 +182,7 @@ def test_tiny_run_report_is_complete_and_self_contained(tiny_run: Path) -> None:
     assert set(page.text) == SECTIONS
     assert page.tags["script"] == page.tags["link"] == page.tags["iframe"] == 0
     assert page.urls and all(u.startswith("data:image/png;base64,") for u in page.urls)
-    assert len(page.images) == 5  # curves, per-type F1, dev and test confusion, ELMo weights
+    assert len(page.images) == 6  # curves, per-type F1, reliability, dev and test confusion, ELMo weights
     for uri in page.images:
         data = base64.b64decode(uri.split(",", 1)[1], validate=True)
         assert data.startswith(PNG)
@@ -334,7 +343,7 @@ def test_entity_types_with_dollar_signs_are_drawn_as_written(tiny_run: Path, tmp
     assert main(["report", str(run)]) == 0
     page = parse(run / "report.html")
     assert {row[0] for row in page.tables["per-type"][0][1:]} == {"$x$", "$x_$", "MISC", "ORG"}
-    assert len(page.images) == 5
+    assert len(page.images) == 6  # the reliability diagram too
     figure = charts.per_type_scores({"dev": {"$x$": 50.0, "$x_$": 60.0}})
     labels = [label.get_text() for label in figure.axes[0].get_xticklabels()]
     assert labels == [r"\$x\$", r"\$x_\$"]  # escaped: matplotlib shows "$x$" and "$x_$" as written

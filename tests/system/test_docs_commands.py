@@ -211,6 +211,24 @@ TESTED: dict[str, str] = {
     "print({k: v.shape for k, v in f['0'].items()})\"": (
         "tests/serve/test_hub_outputs.py::test_embed_outputs_all_writes_one_group_per_line"
     ),
+    "python -m ner_app train --config configs/tiny.yaml": (
+        "tests/train/test_init_from.py::test_continued_tagger_starts_with_the_exports_weights"
+    ),
+    "python -m ner_app train --config configs/tiny.yaml --init-from runs/tiny/export output_dir=runs/tiny_prod "
+    "data.dir=mine_prod data.previous_dev=tests/data/tiny_conll/valid.txt": (
+        "tests/train/test_init_from.py::test_init_from_adds_a_type_and_reports_old_types_before_and_after"
+    ),
+    "python -m ner_app pretrain-bilm --config configs/bilm_tiny.yaml output_dir=runs/bilm_es "
+    "data.train=mine_es/train.txt data.heldout=[mine_es/valid.txt] data.max_train_tokens=null": (
+        "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
+    ),
+    "python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_es data.dir=mine_es model.glove=none "
+    "elmo.options=runs/bilm_es/options.json elmo.weights=runs/bilm_es/weights.hdf5": (
+        "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
+    ),
+    "python -m ner_app evaluate --model runs/tiny_es/export --input mine_es/test.txt": (
+        "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
+    ),
     **{command: f"{THIS}::test_tiny_pretraining_commands_run" for command in TINY_PRETRAIN},
     **{command: f"{THIS}::test_benchmark_smoke_command_runs[{name}]" for name, (command, _) in SMOKE.items()},
 }

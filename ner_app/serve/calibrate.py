@@ -1,0 +1,100 @@
+"""``ner-app calibrate``: an export's entity scores calibrated on a gold CoNLL file (docs/calibration.md).
+
+The tagger's emissions on the file are computed once (``Predictor.emission_batches``, batched as predict
+batches), the temperature is fitted by ``tagger/calibration.py``, and a copy of the export with the calibration
+record in its ``tagger.json`` is written to the output folder (all or nothing; the source export is only read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+
+from ner_app.errors import MissingFileError, NerAppError
+from ner_app.serve.predictor import Predictor
+from ner_app.tagger.calibration import (
+    CalibrationSet,
+    Fit,
+    calibration_record,
+    calibration_set,
+    fit_temperature,
+)
+from ner_app.tagger.export import export_model, is_export
+from ner_app.text.conll import read_conll, require_annotated
+from ner_app.text.pieces import split_pieces
+from ner_app.text.tags import convert, detect_scheme
+
+
+def _check_paths(model: Path, dev: Path, output: Path) -> None:
+    """One line for each mistake, before anything is loaded or written."""
+    if not model.is_dir():
+        raise MissingFileError(f"--model {model}: not a folder (expected an export directory)")
+    if not dev.exists():
+        raise MissingFileError(f"--dev {dev}: not found (expected a CoNLL file with gold tags)")
+    if not dev.is_file():
+        raise NerAppError(f"--dev {dev}: not a regular file (expected a CoNLL file with gold tags)")
+    out, source = output.resolve(), model.resolve()
+    if out == source or out.is_relative_to(source):
+        raise NerAppError(
+            f"--output {output}: inside the export --model {model}; write the calibrated copy beside it"
+        )
+    if source.is_relative_to(out):
+        raise NerAppError(f"--output {output}: holds the export --model {model}; name a new folder")
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise NerAppError(f"--output {output}: exists and is not a folder; name a new folder")
+    if output.is_dir() and any(output.iterdir()) and not is_export(output):
+        found = ", ".join(sorted(p.name for p in output.iterdir())[:4])
+        raise NerAppError(
+            f"--output {output}: exists and is not an export (it holds {found}); nothing was changed: choose "
+            "another output folder"
+        )
+
+
+def gold_set(predictor: Predictor, dev: Path) -> CalibrationSet:
+    """The emissions, Viterbi paths and labelled entities of every sentence of the gold file ``dev``
+    (sentences longer than ``MAX_TOKENS`` in pieces, as predict tags them)."""
+    sentences = read_conll(dev)
+    if not sentences:
+        raise NerAppError(f"--dev {dev}: no sentences (expected 'token ... tag' lines)")
+    require_annotated(sentences, dev)
+    source = detect_scheme([s.tags for s in sentences])
+    spec = predictor.spec
+    gold = [convert(s.tags, source, spec.scheme) for s in sentences]
+    pieces = split_pieces([s.tokens for s in sentences])
+    gold_pieces = split_pieces(gold)
+    documents = [sentences[i].doc for i, _ in pieces]
+
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor, Sequence[Sequence[str]]]]:
+        for group, emissions, mask in predictor.emission_batches([t for _, t in pieces], documents):
+            yield emissions, mask, [gold_pieces[p][1] for p in group]
+
+    return calibration_set(predictor.tagger.crf, batches(), spec.tag_vocab, spec.scheme)
+
+
+def calibrate_export(
+    model: str | Path,
+    dev: str | Path,
+    output: str | Path,
+    device: str = "cpu",
+    batch_size: int = 64,
+    max_tokens: int | None = None,
+) -> tuple[Fit, CalibrationSet]:
+    """Fit the temperature of export ``model`` on gold file ``dev`` and write the calibrated copy to
+    ``output``. Returns the fit (its ECE and log loss before and after) and the data it was fitted on."""
+    model, dev, output = Path(model), Path(dev), Path(output)
+    _check_paths(model, dev, output)
+    kwargs = {} if max_tokens is None else {"max_tokens": max_tokens}
+    predictor = Predictor.from_export(model, device=device, batch_size=batch_size, **kwargs)
+    data = gold_set(predictor, dev)
+    if data.entities == 0:
+        raise NerAppError(
+            f"--dev {dev}: the tagger finds no entity in it, so there is nothing to calibrate on"
+        )
+    crf = predictor.tagger.crf
+    fit = fit_temperature(crf, data)
+    spec = dataclasses.replace(predictor.spec, calibration=calibration_record(fit, dev.name))
+    export_model(predictor.tagger, spec, output)
+    return fit, data

@@ -1,0 +1,52 @@
+"""Viterbi tags of a whole list of sentences by a tagger and its spec, outside any training loop (a continued
+run scores the old model's dev file with the export it started from, and with the model it trained)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ner_app.bilm.document import document_contexts
+from ner_app.tagger.batch import batch_to, encode_batch
+from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.spec import TaggerSpec
+from ner_app.text.batching import budget_batches
+
+
+def decode_sentences(
+    tagger: BiLstmCrfTagger,
+    spec: TaggerSpec,
+    sentences: Sequence[Sequence[str]],
+    documents: Sequence[int],
+    batch_size: int = 64,
+    max_tokens: int | None = 32768,
+) -> list[list[str]]:
+    """Tags (the training scheme) of every non-empty sentence, in order. A tagger trained with document context
+    reads each sentence in its document (consecutive sentences of one id in ``documents``), as in training."""
+    contexts = []
+    if spec.elmo is not None and spec.elmo.context == "document":
+        starts = [i for i in range(len(sentences)) if i == 0 or documents[i] != documents[i - 1]]
+        for a, b in zip(starts, [*starts[1:], len(sentences)], strict=True):
+            contexts += document_contexts(sentences[a:b], spec.elmo.max_stream_positions)
+    device = next(tagger.parameters()).device
+    was_training = tagger.training
+    tagger.eval()
+    out: dict[int, list[str]] = {}
+    try:
+        with torch.inference_mode():
+            for group in budget_batches([len(s) for s in sentences], batch_size, max_tokens, keep_order=True):
+                batch = encode_batch(
+                    [sentences[i] for i in group],
+                    spec.word_vocab,
+                    spec.char_vocab,
+                    index=group,
+                    max_word_chars=spec.max_word_chars,
+                )
+                if contexts:
+                    batch["elmo_context"] = [contexts[i] for i in group]
+                batch = batch_to(batch, device)
+                out.update(zip(group, spec.decode_tags(tagger.decode(batch), batch["mask"]), strict=True))
+    finally:
+        tagger.train(was_training)
+    return [out[i] for i in range(len(sentences))]
