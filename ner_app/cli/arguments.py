@@ -54,6 +54,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {value}")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], found {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # nan fails this too
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], found {text!r}")
+    return value
+
+
 def port_number(text: str) -> int:
     """argparse type: a TCP port a user may listen on, 1024-65535 (LitServe refuses the privileged ones)."""
     try:

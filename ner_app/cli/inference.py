@@ -161,6 +161,14 @@ def predict(args: argparse.Namespace) -> int:
         raise NerAppError(f"--format {fmt.name} writes a folder of files: name it with --output DIR")
     if args.output is not None:
         _check_predict_output(args.output, args.input, fmt)
+    from ner_app.text.readings import ReadingOptions
+
+    options = ReadingOptions(args.min_score, args.alternatives, args.flag_missed)
+    if fmt.reads == "conll" and options != ReadingOptions():
+        raise NerAppError(
+            f"--min-score, --alternatives and --flag-missed report on entities: they go with --format jsonl or "
+            f"html, not {args.format}"
+        )
     _set_threads(args)
     check_device(args.device)
     from ner_app.text.reliability import note_uncalibrated
@@ -177,7 +185,11 @@ def predict(args: argparse.Namespace) -> int:
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
         lines = decoded_lines(source, name)  # split on \n only: one output per input line
-        records = tag_conll(predictor, lines) if fmt.reads == "conll" else predictor.tag_lines(lines)
+        records = (
+            tag_conll(predictor, lines)
+            if fmt.reads == "conll"
+            else predictor.tag_lines(lines, options=options)
+        )
         if args.output is not None:
             write_output(args.output, fmt, records, target)
             print(f"wrote {args.output}", file=sys.stderr)

@@ -8,9 +8,11 @@ from ner_app.cli.arguments import (
     PREDICTOR,
     Owned,
     add_model_arguments,
+    nonnegative_int,
     port_number,
     positive_int,
     positive_seconds,
+    probability,
 )
 from ner_app.report.formats import format_help, format_names
 
@@ -124,6 +126,28 @@ def add_predict_parser(commands: argparse._SubParsersAction) -> None:
         "--output",
         metavar="PATH",
         help="write here instead of standard output, at once by an atomic rename (a folder for --format brat)",
+    )
+    predict.add_argument(
+        "--min-score",
+        type=probability,
+        default=0.0,
+        metavar="S",
+        help="leave out entities whose score (the probability of the entity) is below S (default %(default)s)",
+    )
+    predict.add_argument(
+        "--alternatives",
+        type=nonnegative_int,
+        default=0,
+        metavar="K",
+        help='give each entity its K most probable other readings that overlap it ("alternatives": another '
+        "type and/or boundaries moved by at most 2 tokens), each with its probability",
+    )
+    predict.add_argument(
+        "--flag-missed",
+        type=probability,
+        metavar="P",
+        help='flag the tokens tagged O whose probability of O is below P ("flagged"), each with the most '
+        "probable entity reading that covers it",
     )
     add_model_arguments(
         predict,

@@ -56,6 +56,8 @@ mark { padding: .05em .15em; border-radius: .25em; border: 1px solid; color: inh
 mark[data-type]::after { content: attr(data-type); font-size: .62em; font-weight: 600; margin-left: .3em;
                          vertical-align: .25em; }
 mark[data-type].bad { border: 2px solid #d22; }
+sup.alts { font-size: .62em; color: #555; margin-left: .15em; }
+.flag { border-bottom: 2px dashed #d22; } .flag::after { content: "?"; color: #d22; font-size: .7em; }
 .legend { position: sticky; top: 0; background: #fff; padding: .4em 0; border-bottom: 1px solid #ccc; }
 .legend mark { margin-right: .6em; }
 .lines { counter-reset: line; font-size: 16px; line-height: 1.9; }

@@ -21,18 +21,41 @@ __all__ = [
 ]  # entity_types: the tag grammar's, for callers
 
 
-def highlighted_line(text: str, found: Sequence[Mapping[str, Any]]) -> str:
-    """``text`` as escaped HTML with each entity wrapped in ``<mark data-type=TYPE>``.
+def highlighted_line(
+    text: str, found: Sequence[Mapping[str, Any]], flagged: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """``text`` as escaped HTML with each entity wrapped in ``<mark data-type=TYPE>`` (its score and
+    alternatives in its title; the alternatives, when asked for, also in a small ``<sup>`` after it) and each
+    flagged token in ``<span class="flag">`` (its probability of O and its most probable reading in the title).
 
-    ``found`` holds the predictor's entities: character offsets into ``text``, sorted and not overlapping.
+    ``found`` holds the predictor's entities and ``flagged`` its flagged tokens: character offsets into
+    ``text``, not overlapping (flagged tokens are tagged O, outside every entity).
     """
+    spans = [(e["start"], e["end"], e, False) for e in found] + [
+        (f["start"], f["end"], f, True) for f in flagged
+    ]
     parts, at = [], 0
-    for entity in sorted(found, key=lambda e: e["start"]):
-        start, end, kind = entity["start"], entity["end"], entity["type"]
+    for start, end, item, is_flag in sorted(spans, key=lambda s: s[0]):
         if not at <= start < end <= len(text):
             raise ValueError(f"entity {start}:{end} overlaps another or leaves the line (length {len(text)})")
-        title = f"{kind} {entity['score']:.2f}" if "score" in entity else kind
-        parts += [page.esc(text[at:start]), page.mark(kind, page.esc(text[start:end]), title)]
+        parts.append(page.esc(text[at:start]))
+        inner = page.esc(text[start:end])
+        if is_flag:
+            reading = item["reading"]
+            title = (
+                f"O {item['o_score']:.2f}; maybe {reading['type']} {reading['score']:.2f}: {reading['text']}"
+            )
+            parts.append(f'<span class="flag" title="{page.esc(title)}">{inner}</span>')
+        else:
+            kind = item["type"]
+            title = f"{kind} {item['score']:.2f}" if "score" in item else kind
+            others = item.get("alternatives")
+            if others:
+                title += "; or " + ", ".join(f"{a['type']} {a['score']:.2f}: {a['text']}" for a in others)
+            parts.append(page.mark(kind, inner, title))
+            if others is not None:
+                listed = ", ".join(f"{a['type']} {a['score']:.2f}" for a in others) or "none"
+                parts.append(f'<sup class="alts">or {page.esc(listed)}</sup>')
         at = end
     parts.append(page.esc(text[at:]))
     return "".join(parts)
@@ -52,7 +75,8 @@ def predictions_html(
     for result in results:
         lines += 1
         counts.update(e["type"] for e in result["entities"])
-        yield f'<div class="line">{highlighted_line(result["text"], result["entities"])}</div>\n'
+        marked = highlighted_line(result["text"], result["entities"], result.get("flagged", ()))
+        yield f'<div class="line">{marked}</div>\n'
     by_type = ", ".join(f"{page.esc(t)} {counts[t]}" for t in sorted(counts))
     yield (
         f'</div>\n<p class="summary">{lines} lines, {sum(counts.values())} entities'

@@ -22,12 +22,13 @@ from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
-from ner_app.text.records import Entity
+from ner_app.text.readings import ReadingOptions
+from ner_app.text.records import Entity, Flagged, TaggedLine
 from ner_app.text.reliability import note_uncalibrated
 from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize
 
-__all__ = ["Embedder", "Embedding", "Entity", "Tagger", "load_bilm", "load_tagger"]
+__all__ = ["Embedder", "Embedding", "Entity", "Flagged", "TaggedLine", "Tagger", "load_bilm", "load_tagger"]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED_MODEL = REPOSITORY / "data" / "models" / "conll2003"
@@ -98,6 +99,21 @@ def _tokens(sentence: Any, name: str) -> list[str]:
     return tokens
 
 
+def _options(min_score: Any, alternatives: Any, flag_missed: Any) -> ReadingOptions:
+    """The reading options of ``predict``: TypeError for a value of the wrong type, ValueError out of range."""
+    for name, value, what in (
+        ("min_score", min_score, "a probability in [0, 1]"),
+        ("flag_missed", flag_missed, "a probability in [0, 1] or None"),
+        ("alternatives", alternatives, "an integer >= 0"),
+    ):
+        number = int if name == "alternatives" else int | float
+        if (value is not None or name != "flag_missed") and (
+            isinstance(value, bool) or not isinstance(value, number)
+        ):
+            raise TypeError(f"{name}: expected {what}, found {_kind(value)} {value!r:.40}")
+    return ReadingOptions(min_score, alternatives, flag_missed)
+
+
 class Tagger:
     """A trained tagger ready to tag raw text or tokenised sentences (``load_tagger`` makes one)."""
 
@@ -109,27 +125,43 @@ class Tagger:
         """The entity types the tagger knows, e.g. ``["LOC", "MISC", "ORG", "PER"]``."""
         return entity_types(self.predictor.tags.itos)
 
-    def predict(self, texts: Iterable[str]) -> list[list[Entity]]:
+    def predict(
+        self, texts: Iterable[str], min_score: float = 0.0, alternatives: int = 0
+    ) -> list[list[Entity]]:
         """The entities of each text, tagged in batches across texts (``predict_text`` for one text).
 
-        Each text is tokenised like CoNLL-2003 and split into sentences; offsets index into the text. The
-        results equal ``ner-app predict``'s JSON lines for the same lines.
+        Each text is tokenised like CoNLL-2003 and split into sentences; offsets index into the text. An
+        entity's ``score`` is the probability of that entity; ``min_score`` leaves out those below it and
+        ``alternatives`` (K) gives each entity its K most probable overlapping other readings. The results
+        equal ``ner-app predict``'s JSON lines for the same lines and options.
         """
+        return [list(line.entities) for line in self.predict_lines(texts, min_score, alternatives)]
+
+    def predict_lines(
+        self,
+        texts: Iterable[str],
+        min_score: float = 0.0,
+        alternatives: int = 0,
+        flag_missed: float | None = None,
+    ) -> list[TaggedLine]:
+        """``predict`` with each text's ``TaggedLine``: its ``entities``, and with ``flag_missed`` (P) its
+        ``flagged`` tokens (tagged O with a probability of O below P, each with its most probable reading)."""
         if isinstance(texts, str):  # a string is an iterable of one-character texts: surely a mistake
             raise TypeError(
                 "texts: predict takes a list of texts, found a string; use predict_text for one text"
             )
+        options = _options(min_score, alternatives, flag_missed)
         checked = _items(texts, "texts", "texts (strings)")
         for i, text in enumerate(checked):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}]: expected a string, found {_kind(text)}")
-        return [list(tagged.entities) for tagged in self.predictor.tag_lines(checked)]
+        return list(self.predictor.tag_lines(checked, options=options))
 
-    def predict_text(self, text: str) -> list[Entity]:
-        """The entities of one text."""
+    def predict_text(self, text: str, min_score: float = 0.0, alternatives: int = 0) -> list[Entity]:
+        """The entities of one text (``predict``'s options)."""
         if not isinstance(text, str):
             raise TypeError(f"text: expected a string, found {_kind(text)}")
-        return self.predict([text])[0]
+        return self.predict([text], min_score, alternatives)[0]
 
     def tag(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
         """Tags (in the scheme of the training files, IOB1 for CoNLL-2003) of tokenised sentences: a list of

@@ -1,12 +1,19 @@
-"""The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi) and ``CRF.marginals``
-(forward-backward) step for step, on the constrained scores an ONNX export stores in ``crf.npz``.
+"""The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi), ``CRF.marginals``
+(forward-backward) and the readings' lattices (``ner_app.tagger.readings``) step for step, on
+the constrained scores an ONNX export stores in ``crf.npz``.
 
 Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every length at least 1. No torch.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from ner_app.text.readings import Lattices
+
+FORBIDDEN = -1e4  # the score of a tag a lattice does not allow, as ``ner_app.tagger.crf.FORBIDDEN``
 
 
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
@@ -44,19 +51,11 @@ def viterbi(
     return np.where(mask, path, 0)
 
 
-def marginals(
-    emissions: np.ndarray,
-    lengths: np.ndarray,
-    start: np.ndarray,
-    trans: np.ndarray,
-    end: np.ndarray,
-    temperature: float = 1.0,
-) -> np.ndarray:
-    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``, every
-    potential divided by ``temperature`` as ``CRF._tempered`` divides them."""
-    if temperature != 1.0:
-        emissions, start, trans, end = (a / np.float32(temperature) for a in (emissions, start, trans, end))
-    mask = _mask(emissions, lengths)
+def _forward_backward(
+    emissions: np.ndarray, mask: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Forward variables (B, T, K), backward variables (B, T, K) and log Z (B,): ``CRF._alphas`` and
+    ``CRF._betas``."""
     alpha = start + emissions[:, 0]  # (B, K)
     alphas = [alpha]
     for t in range(1, emissions.shape[1]):
@@ -70,5 +69,95 @@ def marginals(
         nxt = _logsumexp(trans + (emissions[:, t + 1] + beta)[:, None, :], axis=2)  # (B, K)
         beta = np.where(mask[:, t + 1, None], nxt, end)
         betas.append(beta)
-    probs = np.exp(np.stack(alphas, axis=1) + np.stack(betas[::-1], axis=1) - log_z[:, None, None])
+    return np.stack(alphas, axis=1), np.stack(betas[::-1], axis=1), log_z
+
+
+def marginals(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    start: np.ndarray,
+    trans: np.ndarray,
+    end: np.ndarray,
+    temperature: float = 1.0,
+) -> np.ndarray:
+    """Posterior probability (B, T, K) of each tag at each position, 0 at padding: ``CRF.marginals``, every
+    potential divided by ``temperature`` as ``CRF._tempered`` divides them."""
+    if temperature != 1.0:
+        emissions, start, trans, end = (a / np.float32(temperature) for a in (emissions, start, trans, end))
+    mask = _mask(emissions, lengths)
+    alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+    probs = np.exp(alphas + betas - log_z[:, None, None])
     return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
+
+
+def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:
+    """The allowed-tag mask (L, W, K) bool of each lattice's window, position 0 being its ``first``
+    (``ner_app.tagger.readings.allowed_mask`` with ``from_first``)."""
+    allowed = np.ones((len(table.rows), width, num_tags), dtype=bool)
+    first = np.asarray(table.first, dtype=np.intp)
+    for lists, value in ((table.clear, False), (table.keep, True), (table.drop, False)):
+        lattice, position, *tag = (np.asarray(x, dtype=np.intp) for x in lists)
+        allowed[(lattice, position - first[lattice]) + tuple(tag)] = value
+    return allowed
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A batch's potentials in float64 (already tempered) and its forward and backward variables, computed
+    once for all its lattices (``ner_app.tagger.readings.Sweep``)."""
+
+    emissions: np.ndarray  # (B, T, K)
+    start: np.ndarray  # (K,)
+    trans: np.ndarray  # (K, K)
+    alphas: np.ndarray  # (B, T, K)
+    betas: np.ndarray  # (B, T, K)
+    log_z: np.ndarray  # (B,)
+    mask: np.ndarray  # (B, T)
+
+    @classmethod
+    def of(
+        cls, emissions: np.ndarray, lengths: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray
+    ) -> Sweep:
+        emissions, start, trans, end = (
+            np.asarray(x, dtype=np.float64) for x in (emissions, start, trans, end)
+        )
+        mask = _mask(emissions, lengths)
+        alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
+        return cls(emissions, start, trans, alphas, betas, log_z, mask)
+
+    def outside(self, tag: int) -> np.ndarray:
+        """Each token's marginal probability (B, T) of tag ``tag``, 0 at padding."""
+        probs = np.exp(self.alphas[..., tag] + self.betas[..., tag] - self.log_z[:, None])
+        return np.where(self.mask, probs, 0.0)
+
+
+def lattice_probabilities(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    start: np.ndarray,
+    trans: np.ndarray,
+    end: np.ndarray,
+    table: Lattices,
+) -> np.ndarray:
+    """Probability (L,) float64 of each lattice of ``table`` (the potentials already tempered)."""
+    return window_probabilities(Sweep.of(emissions, lengths, start, trans, end), table)
+
+
+def window_probabilities(sweep: Sweep, table: Lattices) -> np.ndarray:
+    """Probability (L,) float64 of each lattice of ``table`` over the batch of ``sweep``:
+    ``ner_app.tagger.readings.window_probabilities`` step for step."""
+    emissions, start, trans = sweep.emissions, sweep.start, sweep.trans
+    rows, first, last = (np.asarray(x, dtype=np.intp) for x in (table.rows, table.first, table.last))
+    width = int((last - first).max()) + 1
+    positions = first[:, None] + np.arange(width)  # (L, W)
+    inside = positions <= last[:, None]
+    positions = np.minimum(positions, emissions.shape[1] - 1)
+    allowed = allowed_mask(table, width, emissions.shape[2])  # (L, W, K)
+    window = np.where(allowed, emissions[rows[:, None], positions], FORBIDDEN)  # (L, W, K)
+    before = sweep.alphas[rows, np.maximum(first - 1, 0)]  # (L, K)
+    entering = _logsumexp(before[:, :, None] + trans, axis=1)
+    alpha = np.where((first == 0)[:, None], start, entering) + window[:, 0]
+    for i in range(1, width):
+        nxt = _logsumexp(alpha[:, :, None] + trans, axis=1) + window[:, i]
+        alpha = np.where(inside[:, i, None], nxt, alpha)
+    return np.exp(_logsumexp(alpha + sweep.betas[rows, last], axis=1) - sweep.log_z[rows])

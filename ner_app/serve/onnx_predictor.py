@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ner_app.files import read_json, sha256_file
-from ner_app.serve.onnx_crf import marginals, viterbi
+from ner_app.serve.onnx_crf import Sweep, marginals, viterbi, window_probabilities
 from ner_app.serve.onnx_manifest import (
     OnnxManifest,
     OnnxModelError,
@@ -30,7 +30,8 @@ from ner_app.serve.onnx_manifest import (
     check_temperature,
 )
 from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
-from ner_app.text.pieces import join_pieces, predict_lines, split_pieces, tag_lines
+from ner_app.text.pieces import join_pieces, join_readings, predict_lines, split_pieces, tag_lines
+from ner_app.text.readings import Lattices, ReadingOptions, SentenceReading, read_batch
 from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
 
@@ -212,15 +213,54 @@ class OnnxPredictor:
                 results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
         return join_pieces(pieces, results, len(sentences))
 
+    def read(
+        self, sentences: Sequence[Sequence[str]], options: ReadingOptions | None = None
+    ) -> list[SentenceReading]:
+        """Each sentence's tags, entities with their reading probabilities and what ``options`` asks for, as
+        ``Predictor.read`` gives them."""
+        options = options or ReadingOptions()
+        pieces = split_pieces(sentences)
+        results: dict[int, SentenceReading] = {}
+        itos = self.tags.itos
+        tag_ids = {tag: i for i, tag in enumerate(itos)}
+        for batch in budget_batches([len(t) for _, t in pieces], self.batch_size, self.max_tokens):
+            tokens = [pieces[p][1] for p in batch]
+            scores = self.emissions(tokens)
+            lengths = np.array([len(t) for t in tokens])
+            paths = viterbi(scores, lengths, *self.crf)
+            tags = [self.tags.decode(paths[row, :n].tolist()) for row, n in enumerate(lengths)]
+            t = self.temperature
+            sweep = Sweep.of(scores / t, lengths, *(x / t for x in self.crf))
+            outside = None
+            if options.flag_missed is not None and "O" in tag_ids:
+                outside = sweep.outside(tag_ids["O"]).tolist()
+            probabilities = functools.partial(_window_probabilities, sweep)
+            found = read_batch(tags, outside, self.scheme, tag_ids, options, probabilities)
+            results.update(zip(batch, found, strict=True))
+        return join_readings(pieces, results, len(sentences))
+
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
 
-    def tag_lines(self, lines: Iterable[str], chunk: int = 512) -> Iterator[TaggedLine]:
-        """One ``TaggedLine`` per line, as ``Predictor.tag_lines``; lines are tagged ``chunk`` at a time."""
-        return tag_lines(lines, lambda sentences, _documents: self.tag(sentences), self.scheme, chunk)
+    def _read(
+        self, sentences: list[list[str]], _documents: list[int], options: ReadingOptions
+    ) -> list[SentenceReading]:
+        return self.read(sentences, options)  # one sentence is read alone: no document context here
 
-    def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
+    def tag_lines(
+        self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
+    ) -> Iterator[TaggedLine]:
+        """One ``TaggedLine`` per line, as ``Predictor.tag_lines``; lines are tagged ``chunk`` at a time."""
+        return tag_lines(lines, self._read, options, chunk)
+
+    def predict_texts(
+        self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
+    ) -> Iterator[dict[str, Any]]:
         """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line, as predict
         prints; lines are tagged ``chunk`` at a time."""
-        return predict_lines(lines, lambda sentences, _documents: self.tag(sentences), self.scheme, chunk)
+        return predict_lines(lines, self._read, options, chunk)
+
+
+def _window_probabilities(sweep: Sweep, table: Lattices) -> list[float]:
+    return window_probabilities(sweep, table).tolist()

@@ -16,10 +16,12 @@ from ner_app.bilm.document import Context, document_contexts
 from ner_app.tagger.batch import Batch, batch_to, encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
+from ner_app.tagger.readings import read_sentences
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.conll import DOCSTART, conll_blocks
-from ner_app.text.pieces import MAX_TOKENS, join_pieces, predict_lines, split_pieces, tag_lines
+from ner_app.text.pieces import MAX_TOKENS, join_pieces, join_readings, predict_lines, split_pieces, tag_lines
+from ner_app.text.readings import ReadingOptions, SentenceReading
 from ner_app.text.records import ConllItem, TaggedLine, TaggedSentence
 from ner_app.text.tags import convert
 from ner_app.text.tokenizer import sentences as split_sentences
@@ -126,19 +128,43 @@ class Predictor:
             for group, batch in self.piece_batches(items, documents):
                 yield group, self.tagger.emissions(batch), batch["mask"]
 
+    def read(
+        self,
+        sentences: Sequence[Sequence[str]],
+        documents: Sequence[int] | None = None,
+        options: ReadingOptions | None = None,
+    ) -> list[SentenceReading]:
+        """Each sentence's tags, its entities with the probability of each one's reading, and what
+        ``options`` asks for (alternatives, flagged tokens), token offsets; batched as ``tag`` batches."""
+        options = options or ReadingOptions()
+        pieces = split_pieces(sentences)
+        results: dict[int, SentenceReading] = {}
+        with torch.inference_mode():
+            for group, batch in self.piece_batches(pieces, documents):
+                emissions = self.tagger.emissions(batch)  # (B, T, K)
+                found = read_sentences(
+                    self.tagger.crf, emissions, batch["mask"], self.tags.itos, self.scheme, options
+                )
+                results.update(zip(group, found, strict=True))
+        return join_readings(pieces, results, len(sentences))
+
     def to_source(self, tags: Sequence[str]) -> list[str]:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
 
-    def tag_lines(self, lines: Iterable[str], chunk: int = 512) -> Iterator[TaggedLine]:
+    def tag_lines(
+        self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
+    ) -> Iterator[TaggedLine]:
         """One ``TaggedLine`` (its entities, offsets into the line) per line of raw text. Lines are processed
         ``chunk`` at a time so that batches mix sentences across lines."""
-        return tag_lines(lines, self.tag, self.scheme, chunk)
+        return tag_lines(lines, self.read, options, chunk)
 
-    def predict_texts(self, lines: Iterable[str], chunk: int = 512) -> Iterator[dict[str, Any]]:
+    def predict_texts(
+        self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
+    ) -> Iterator[dict[str, Any]]:
         """``tag_lines`` as JSON objects: ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}``
         per line (what ``--format jsonl`` prints and the server answers)."""
-        return predict_lines(lines, self.tag, self.scheme, chunk)
+        return predict_lines(lines, self.read, options, chunk)
 
 
 def tag_conll(predictor: Predictor, lines: Iterable[str], tokens: bool | None = None) -> Iterator[ConllItem]:

@@ -1,6 +1,8 @@
 """The body of a ``POST /predict`` request, checked before it reaches the model (docs/serving.md).
 
-A request is ``{"texts": ["...", ...]}``. Anything else (bytes that are not UTF-8, not JSON, another shape,
+A request is ``{"texts": ["...", ...]}``, with optionally ``"min_score"`` (a number in [0, 1]),
+``"alternatives"`` (an integer >= 0) and ``"flag_missed"`` (a number in [0, 1]), as predict's options of those
+names. Anything else (bytes that are not UTF-8, not JSON, another shape,
 too many texts or characters, a lone surrogate that no response could encode) is a ``BadRequest``: the server
 answers it with a 4xx and a one-line JSON error, and the request never joins a batch, so it cannot fail the
 good requests batched with it.
@@ -14,6 +16,8 @@ from typing import Any
 from ner_app.limits import SERVE_MAX_BODY_BYTES, SERVE_MAX_CHARS, SERVE_MAX_TEXTS
 
 BAD_REQUEST, TOO_LARGE = 400, 413
+OPTIONS = {"min_score": "probability", "alternatives": "integer", "flag_missed": "probability"}
+MAX_ALTERNATIVES = 100  # alternatives per entity a request may ask for: each costs a pass over the sentence
 
 
 class BadRequest(Exception):
@@ -64,10 +68,10 @@ def parse_texts(body: bytes) -> list[str]:
         raise BadRequest(BAD_REQUEST, "body is not a request: JSON nested too deep") from None
     except ValueError as err:  # an integer of more digits than Python converts (4300)
         raise BadRequest(BAD_REQUEST, f"body is not a request ({str(err)[:80]})") from None
-    expected = 'expected {"texts": ["...", ...]}'
+    expected = 'expected {"texts": ["...", ...]} and optionally "min_score", "alternatives", "flag_missed"'
     if not isinstance(document, dict):
         raise BadRequest(BAD_REQUEST, f"body is {_kind(document)}; {expected}")
-    unknown = sorted(set(document) - {"texts"})
+    unknown = sorted(set(document) - {"texts", *OPTIONS})
     if unknown or "texts" not in document:
         found = f"unknown key {json.dumps(unknown[0])[:60]}" if unknown else 'no "texts"'
         raise BadRequest(BAD_REQUEST, f"{found}; {expected}")
@@ -91,4 +95,22 @@ def parse_texts(body: bytes) -> list[str]:
             ) from None
     if total > SERVE_MAX_CHARS:
         raise BadRequest(TOO_LARGE, f"{total:,} characters; at most {SERVE_MAX_CHARS:,} in one request")
+    for name, what in OPTIONS.items():
+        if name not in document:
+            continue
+        value = document[name]
+        if what == "integer":
+            good = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ALTERNATIVES
+            wanted = f"an integer in [0, {MAX_ALTERNATIVES}]"
+        else:
+            good = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+            wanted = "a number in [0, 1]"
+        if not good:
+            shown = json.dumps(value)[:40] if not isinstance(value, dict | list) else _kind(value)
+            raise BadRequest(BAD_REQUEST, f'"{name}" is {shown}; expected {wanted}')
     return texts
+
+
+def request_options(document: dict[str, Any]) -> dict[str, Any]:
+    """The options of a request that ``parse_texts`` accepted, by name (those it leaves out are absent)."""
+    return {name: document[name] for name in OPTIONS if name in document}

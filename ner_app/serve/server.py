@@ -36,6 +36,7 @@ from starlette.exceptions import HTTPException
 from ner_app.errors import NerAppError
 from ner_app.serve.http_guard import PredictGuard, header_deadline, http_error
 from ner_app.serve.litserve_compat import SENTINEL, BatchedLoop, CompatServer, WorkerSetupStatus
+from ner_app.serve.request_body import request_options
 
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = ("0.0.0.0", "::")  # what LitServe binds besides loopback
@@ -174,18 +175,27 @@ class TaggerAPI(ls.LitAPI):
     # No annotation: LitServe makes the parameter's annotation the route's request type (a dict would be
     # read from the query string); the request is the parsed JSON body, checked by request_body.py.
     def decode_request(self, request):
-        return request["texts"]
+        return request["texts"], request_options(request)
 
-    def batch(self, inputs: list[list[str]]) -> list[list[str]]:
+    def batch(self, inputs: list[tuple[list[str], dict[str, Any]]]) -> list[tuple[list[str], dict[str, Any]]]:
         return inputs
 
-    def predict(self, batch: list[list[str]]) -> list[list[dict[str, Any]]]:
+    def predict(self, batch: list[tuple[list[str], dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        """The texts of the requests that ask for the same options are tagged together."""
+        from ner_app.text.readings import ReadingOptions
+
         assert self.predictor is not None
-        found = list(self.predictor.predict_texts([text for texts in batch for text in texts]))
-        out, start = [], 0
-        for texts in batch:
-            out.append(found[start : start + len(texts)])
-            start += len(texts)
+        out: list[list[dict[str, Any]]] = [[] for _ in batch]
+        groups: dict[tuple[tuple[str, Any], ...], list[int]] = {}
+        for n, (_, options) in enumerate(batch):
+            groups.setdefault(tuple(sorted(options.items())), []).append(n)
+        for key, members in groups.items():
+            texts = [text for n in members for text in batch[n][0]]
+            found = list(self.predictor.predict_texts(texts, options=ReadingOptions(**dict(key))))
+            start = 0
+            for n in members:
+                out[n] = found[start : start + len(batch[n][0])]
+                start += len(batch[n][0])
         return out
 
     def unbatch(self, output: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:

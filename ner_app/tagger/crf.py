@@ -6,6 +6,8 @@ left-aligned (each row a run of True then False) and every row has at least one 
 Partial annotation (Tsuboi et al. 2008): with a bool ``known`` (B, T), the log-likelihood of a sentence is
 the log of the summed probability of every tag path that agrees with its known tags (unknown positions
 free, the transition constraints respected): log-sum-exp over that constrained lattice minus log Z.
+``log_partition`` gives the same constrained log-sum for any per-position set of allowed tags, on the tempered
+potentials: the probability of an entity reading (``readings.py``) is one such lattice.
 """
 
 from __future__ import annotations
@@ -185,15 +187,40 @@ class CRF(nn.Module):
         trans: Tensor,
         end: Tensor,
     ) -> Tensor:
-        """Log-sum (B,) of the scores of every path that has each known tag at its position.
-
-        The forward recursion of log Z on emissions where a known position's other tags score ``FORBIDDEN``:
-        those paths get exp() = 0, as forbidden transitions do, and the gradients stay finite.
-        """
+        """Log-sum (B,) of the scores of every path that has each known tag at its position (a lattice where a
+        known position allows only its gold tag)."""
         gold_tag = nn.functional.one_hot(tags, self.num_tags).bool()  # (B, T, K)
         open_tag = gold_tag | ~seen.unsqueeze(2)  # (B, T, K): tags a path may take at each position
+        return self._lattice_log_sum(emissions, mask, open_tag, start, trans, end)
+
+    def _lattice_log_sum(
+        self, emissions: Tensor, mask: Tensor, open_tag: Tensor, start: Tensor, trans: Tensor, end: Tensor
+    ) -> Tensor:
+        """Log-sum (B,) of the scores of every path that takes at each position only a tag ``open_tag``
+        (B, T, K) allows: the forward recursion on emissions where the other tags score ``FORBIDDEN``, so
+        those paths get exp() = 0, as forbidden transitions do, and gradients stay finite."""
         clamped = torch.where(open_tag, emissions, FORBIDDEN)  # (B, T, K)
         return torch.logsumexp(self._alphas(clamped, mask, start, trans)[-1] + end, dim=1)
+
+    def log_partition(
+        self, emissions: Tensor, mask: Tensor | None = None, allowed: Tensor | None = None
+    ) -> Tensor:
+        """Log partition function (B,) of the tempered potentials (what probabilities use); with ``allowed``
+        (B, T, K) bool, that of the constrained lattice: only the paths whose tag at each position is allowed
+        there. Their difference is the log-probability that a path keeps to ``allowed``."""
+        mask = self._check(emissions, mask)
+        if allowed is not None and (
+            tuple(allowed.shape) != tuple(emissions.shape) or allowed.dtype != torch.bool
+        ):
+            raise ValueError(
+                f"allowed must be a bool tensor of shape (B, T, K) = {tuple(emissions.shape)}, found "
+                f"{allowed.dtype} {tuple(allowed.shape)}"
+            )
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions, start, trans, end = self._tempered(emissions)
+            if allowed is None:
+                return torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)
+            return self._lattice_log_sum(emissions, mask, allowed, start, trans, end)
 
     def decode(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences."""
@@ -231,15 +258,18 @@ class CRF(nn.Module):
             alphas = torch.stack(self._alphas(emissions, mask, start, trans), dim=1)  # (B, T, K)
             log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
 
-            # beta_t(i): log-sum over all continuations after tag i at step t, end transition included.
-            # A row's last step (its next step is padding) starts from the end scores.
-            beta = end.expand_as(emissions[:, 0])  # (B, K)
-            beta_list = [beta]
-            for t in range(emissions.size(1) - 2, -1, -1):
-                nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
-                beta = torch.where(mask[:, t + 1, None], nxt, end)
-                beta_list.append(beta)
-            betas = torch.stack(beta_list[::-1], dim=1)  # (B, T, K)
-
+            betas = self._betas(emissions, mask, trans, end)  # (B, T, K)
             probs = torch.exp(alphas + betas - log_z[:, None, None])
             return probs.masked_fill(~mask.unsqueeze(2), 0.0)
+
+    @staticmethod
+    def _betas(emissions: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
+        """Backward variables (B, T, K): beta_t(i), the log-sum over all continuations after tag i at step t,
+        end transition included. A row's last step (its next step is padding) starts from the end scores."""
+        beta = end.expand_as(emissions[:, 0])  # (B, K)
+        beta_list = [beta]
+        for t in range(emissions.size(1) - 2, -1, -1):
+            nxt = torch.logsumexp(trans + (emissions[:, t + 1] + beta).unsqueeze(1), dim=2)  # (B, K)
+            beta = torch.where(mask[:, t + 1, None], nxt, end)
+            beta_list.append(beta)
+        return torch.stack(beta_list[::-1], dim=1)  # (B, T, K)

@@ -175,8 +175,9 @@ class BiLstmCrfTagger(nn.Module):
 
     @torch.no_grad()
     def decode_scored(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """What prediction reports: the Viterbi path (B, T) under the scheme's constraints, 0 at padding, and
-        each chosen tag's marginal probability (B, T) float32 (forward-backward over the same emissions)."""
+        """The Viterbi path (B, T) under the scheme's constraints, 0 at padding, and each chosen tag's marginal
+        probability (B, T) float32 (forward-backward over the same emissions): the tags training's prediction
+        loop writes. ``predict``'s entity scores are the probabilities of readings (``readings.py``)."""
         emissions = self.emissions(batch)  # (B, T, K)
         paths = self.crf.decode(emissions, batch["mask"])[0]  # (B, T)
         marginals = self.crf.marginals(emissions, batch["mask"])  # (B, T, K)

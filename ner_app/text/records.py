@@ -7,7 +7,6 @@ No torch here: the ONNX predictor makes them too.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,27 +14,71 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Entity:
-    """A named entity found in a text: ``text == source[start:end]``; ``score`` is the mean probability of its
-    tokens' predicted tags (from the CRF's marginals), rounded to 4 decimals."""
+    """A named entity found in a text: ``text == source[start:end]``. ``score`` is the probability, under the
+    model's CRF, that the text holds exactly this entity: the summed probability of every tag path with an
+    entity of this type on these tokens (calibrated when the export carries a temperature), in [0, 1] and
+    rounded to 4 decimals. ``alternatives``, when asked for, are the most probable other readings that overlap
+    it (another type or other boundaries), each an ``Entity`` with its own probability, most probable first.
+    """
 
     start: int
     end: int
     type: str
     text: str
     score: float
+    alternatives: tuple[Entity, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"start", "end", "type", "text", "score"}``, and ``"alternatives"`` when asked for."""
+        out: dict[str, Any] = {
+            "start": self.start,
+            "end": self.end,
+            "type": self.type,
+            "text": self.text,
+            "score": self.score,
+        }
+        if self.alternatives is not None:
+            out["alternatives"] = [a.to_json() for a in self.alternatives]
+        return out
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A token tagged O whose probability of O (``o_score``) is below the asked threshold: perhaps a missed
+    entity. ``reading`` is the most probable entity reading that covers it, with its probability."""
+
+    start: int
+    end: int
+    text: str
+    o_score: float
+    reading: Entity
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "o_score": self.o_score,
+            "reading": self.reading.to_json(),
+        }
 
 
 @dataclass(frozen=True)
 class TaggedLine:
-    """One input line of raw text and its entities, in order; offsets index into ``text``."""
+    """One input line of raw text and its entities, in order; offsets index into ``text``. ``flagged`` (None
+    unless asked for) holds the tokens that may be missed entities."""
 
     text: str
     entities: tuple[Entity, ...]
+    flagged: tuple[Flagged, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"text", "entities": [{"start", "end", "type", "text", "score"}]}``: one line of ``--format jsonl``
-        and one result of the server."""
-        return {"text": self.text, "entities": [dataclasses.asdict(e) for e in self.entities]}
+        """``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` (and ``"flagged"`` when asked
+        for): one line of ``--format jsonl`` and one result of the server."""
+        out: dict[str, Any] = {"text": self.text, "entities": [e.to_json() for e in self.entities]}
+        if self.flagged is not None:
+            out["flagged"] = [f.to_json() for f in self.flagged]
+        return out
 
 
 @dataclass(frozen=True)

@@ -228,3 +228,39 @@ def test_bidirectional_controls_are_shown_not_obeyed():
     assert esc("abc\u202edef") == "abc[U+202E]def"
     assert esc("x\u2067y\u2069<") == "x[U+2067]y[U+2069]&lt;"
     assert "\u202e" not in "".join(predictions_html([{"text": "Paris\u202e.", "entities": []}], []))
+
+
+def test_alternatives_and_flagged_tokens_are_marked_and_escaped():
+    text = "Bob <i>x</i> met Acme"
+    bob = {"start": 0, "end": 3, "type": "PER", "text": "Bob", "score": 0.61}
+    bob["alternatives"] = [{"start": 0, "end": 12, "type": "ORG", "text": text[:12], "score": 0.3}]
+    acme = {"start": 17, "end": 21, "type": "ORG", "text": "Acme", "score": 0.9, "alternatives": []}
+    reading = {"start": 4, "end": 12, "type": "MISC", "text": "<i>x</i>", "score": 0.45}
+    flag = {"start": 4, "end": 12, "text": "<i>x</i>", "o_score": 0.52, "reading": reading}
+    page = "".join(
+        predictions_html([{"text": text, "entities": [bob, acme], "flagged": [flag]}], ["PER", "ORG"])
+    )
+    parsed = parse(page)
+    assert "<i>" not in page and parsed.tags <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "h1",
+        "div",
+    } | {
+        "mark",
+        "p",
+        "sup",
+        "span",
+    }
+    assert '<sup class="alts">or ORG 0.30</sup>' in page and '<sup class="alts">or none</sup>' in page
+    assert 'title="PER 0.61; or ORG 0.30: Bob &lt;i&gt;x&lt;/i&gt;"' in page
+    assert (
+        '<span class="flag" title="O 0.52; maybe MISC 0.45: &lt;i&gt;x&lt;/i&gt;">&lt;i&gt;x&lt;/i&gt;</span>'
+        in page
+    )
+    with pytest.raises(ValueError, match="overlaps"):
+        highlighted_line(text, [bob], [{**flag, "start": 2}])

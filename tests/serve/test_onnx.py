@@ -27,6 +27,7 @@ from ner_app.tagger.onnx_export import OnnxExportError, export_onnx, export_onnx
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text import pieces
 from ner_app.text.conll import read_conll
+from ner_app.text.readings import ReadingOptions
 from ner_app.text.tags import convert
 from tests.helpers import one_error_line, random_bilm
 
@@ -118,6 +119,43 @@ def test_predict_texts_gives_predicts_json(
         assert np.allclose(
             [e["score"] for e in p["entities"]], [e["score"] for e in f["entities"]], atol=2e-4
         )
+
+
+def close(a: object, b: object, tolerance: float = 2e-4) -> bool:
+    """Equal JSON, scores (``score``, ``o_score``) to within ``tolerance``: onnxruntime's emissions differ
+    from torch's in their last bits."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(
+            abs(a[k] - b[k]) <= tolerance if k in ("score", "o_score") else close(a[k], b[k], tolerance)
+            for k in a
+        )
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, tolerance) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def test_onnx_reading_options_give_predicts_json(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entity scores (readings' probabilities), min_score, alternatives and flagged tokens: torch's and
+    onnxruntime's agree, with a temperature too."""
+    texts = [*TEXTS, *(" ".join(s) for s in sentences()[:-1])]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    flags = ["--min-score", "0.2", "--alternatives", "2", "--flag-missed", "0.95"]
+    assert main(["predict", "--model", str(trained / "run/export"), "--input", str(source), *flags]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    onnx = OnnxPredictor(trained / "onnx")
+    options = ReadingOptions(min_score=0.2, alternatives=2, flag_missed=0.95)
+    found = list(onnx.predict_texts(texts, options=options))
+    assert any(p["flagged"] for p in printed) and any(
+        e["alternatives"] for p in printed for e in p["entities"]
+    )
+    assert close(found, printed)
+    reference = Predictor.from_export(trained / "run/export")
+    onnx.temperature = reference.tagger.crf.temperature = 1.8
+    warm = list(reference.predict_texts(texts, options=options))
+    assert not close(warm, printed) and close(list(onnx.predict_texts(texts, options=options)), warm)
 
 
 # Python started with these packages absent: importing one fails, and a probe for one (find_spec, as torch

@@ -93,6 +93,17 @@ def same(answer: dict, want: list[dict]) -> bool:
     return True
 
 
+def close(a: object, b: object) -> bool:
+    """Equal JSON, but scores (``score``, ``o_score``) to within 1.5e-4 (see ``same``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return False
+        return all(abs(a[k] - b[k]) <= 1.5e-4 if k in ("score", "o_score") else close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -194,6 +205,35 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_answer(server: in
         assert status == 200 and same(answer, [expected[t] for t in request]), request
 
 
+def test_reading_options_answer_what_predict_prints(
+    server: int, export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """min_score, alternatives and flag_missed in a request: predict's answer with the same options; requests
+    with different options batched together each get their own."""
+    texts = RAW[:4]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    flags = ["--min-score", "0.2", "--alternatives", "2", "--flag-missed", "0.99"]
+    assert main(["predict", "--model", str(export), "--input", str(source), "--threads", "1", *flags]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert any(e.get("alternatives") for p in printed for e in p["entities"])
+    body = {"texts": texts, "min_score": 0.2, "alternatives": 2, "flag_missed": 0.99}
+    asked = [body, {"texts": texts}] * 4
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(lambda b: call(server, "POST", "/predict", json.dumps(b).encode(), JSON), asked)
+        )
+    for request, (status, data) in zip(asked, answers, strict=True):
+        results = json.loads(data)["results"]
+        assert status == 200
+        if "alternatives" in request:
+            assert close(results, printed)
+        else:
+            assert all(
+                "flagged" not in r and all("alternatives" not in e for e in r["entities"]) for r in results
+            )
+
+
 def test_health_answers(server: int) -> None:
     assert call(server, "GET", "/health") == (200, b"ok")
 
@@ -278,6 +318,43 @@ HOSTILE = [  # name, method, path, body, headers, status, part of the message
     ("body too large", "POST", "/predict", b" " * (SERVE_MAX_BODY_BYTES + 1), JSON, 413, "bytes; at most"),
     ("chunked body too large", "POST", "/predict", "chunks", JSON, 413, "body of more than"),
     ("GET /predict", "GET", "/predict", None, {}, 405, "Method Not Allowed"),
+    (
+        "min_score above 1",
+        "POST",
+        "/predict",
+        b'{"texts": [], "min_score": 1.5}',
+        JSON,
+        400,
+        '"min_score" is 1.5',
+    ),
+    (
+        "negative alternatives",
+        "POST",
+        "/predict",
+        b'{"texts": [], "alternatives": -1}',
+        JSON,
+        400,
+        "integer in",
+    ),
+    (
+        "alternatives not a number",
+        "POST",
+        "/predict",
+        b'{"texts": [], "alternatives": "2"}',
+        JSON,
+        400,
+        '"2"',
+    ),
+    (
+        "flag_missed NaN",
+        "POST",
+        "/predict",
+        b'{"texts": [], "flag_missed": NaN}',
+        JSON,
+        400,
+        "number in [0, 1]",
+    ),
+    ("flag_missed a list", "POST", "/predict", b'{"texts": [], "flag_missed": [0.5]}', JSON, 400, "an array"),
     ("unknown path", "POST", "/tag", b'{"texts": []}', JSON, 404, "Not Found"),
 ]
 

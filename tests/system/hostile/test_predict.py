@@ -48,3 +48,40 @@ def test_predict_folder_as_input_is_one_line(trained, tmp_path, capsys):
     one_error_line(capsys, "is a folder")
     assert main(["predict", "--model", str(TINY / "train.txt"), "--input", str(tmp_path)]) == 2
     one_error_line(capsys, "not a folder")
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("--alternatives", "-1", "expected an integer >= 0, found -1"),
+        ("--alternatives", "two", "expected an integer >= 0, found 'two'"),
+        ("--min-score", "1.5", "expected a probability in [0, 1], found '1.5'"),
+        ("--min-score", "nan", "expected a probability in [0, 1], found 'nan'"),
+        ("--flag-missed", "-0.1", "expected a probability in [0, 1], found '-0.1'"),
+        ("--flag-missed", "often", "expected a probability in [0, 1], found 'often'"),
+    ],
+)
+def test_predict_bad_reading_options_name_the_option(trained, capsys, argument, value, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--model", str(trained / "export"), "--input", "-", argument, value])
+    assert exit_.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert errors == [f"ner-app predict: error: argument {argument}: {message}"]
+
+
+def test_predict_reading_options_with_conll_output_are_one_line(trained, capsys):
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(trained / "export"),
+            "--input",
+            "-",
+            "--format",
+            "conll",
+            "--alternatives",
+            "2",
+        ]
+    )
+    assert code == 2
+    one_error_line(capsys, "--alternatives", "--format jsonl or html, not conll")
