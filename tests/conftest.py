@@ -21,6 +21,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory):
+    """The default elmo.cache_dir is the user's cache folder: the suite (and its subprocesses) fill its own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _restore_torch_threads():
     """Commands run in-process may set torch's thread count (``--threads``); no test may leak it to the next."""

@@ -189,7 +189,7 @@ def select(args: argparse.Namespace) -> int:
         target = Target(tuple(entity_types(predictor.tags.itos)), args.input)
         if fmt.reads == "conll":
             lines = [row for s in chosen for row in (*s.candidate.rows, "")]
-            write_output(args.output, fmt, tag_conll(predictor, lines), target)
+            write_output(args.output, fmt, tag_conll(predictor, lines, tokens=True), target)
         else:
             write_output(args.output, fmt, predictor.tag_lines(s.candidate.text for s in chosen), target)
     unit = "sentences" if kind == "conll" else "lines"

@@ -211,8 +211,9 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from ner_app.files import STDOUT, check_output, output_target
     from ner_app.report.formats import FORMATS, Target, write_output
-    from ner_app.serve.evaluate import evaluate_file, score_table
+    from ner_app.serve.evaluate import case_view_table, evaluate_file, score_table
     from ner_app.serve.predictor import Predictor
+    from ner_app.text.case import CASE_VIEWS
 
     _set_threads(args)
     check_device(args.device)
@@ -231,7 +232,7 @@ def evaluate(args: argparse.Namespace) -> int:
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
-    result, items = evaluate_file(predictor, args.input)
+    result, items = evaluate_file(predictor, args.input, CASE_VIEWS if args.case_views else CASE_VIEWS[:1])
     result["model"] = str(model)
     if args.predictions is not None:
         write_output(args.predictions, FORMATS["conll"], items, Target())
@@ -244,6 +245,9 @@ def evaluate(args: argparse.Namespace) -> int:
             file=scores,
         )
         print(score_table(result), end="", file=scores)
+        if args.case_views:
+            print("\nThe same file lower-cased and upper-cased (gold tags unchanged):\n", file=scores)
+            print(case_view_table(result), end="", file=scores)
     if args.predictions:
         where = "standard output" if to_stdout else args.predictions
         print(f"wrote {where} (token gold predicted)", file=sys.stderr)

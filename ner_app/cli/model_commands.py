@@ -186,6 +186,12 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
     )
+    evaluate.add_argument(
+        "--case-views",
+        action="store_true",
+        help="also score the file lower-cased and upper-cased (gold tags unchanged): a view, P, R, F1 table, "
+        "and case_views in --json; --predictions holds the view as written",
+    )
     add_model_arguments(
         evaluate,
         Owned(PREDICTOR, "Predictor.__init__.batch_size"),

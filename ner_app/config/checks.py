@@ -35,6 +35,12 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_size(d.eval_batch_size, "data.eval_batch_size", where, high=MAX_VOCAB)
     check_size(d.min_word_count, "data.min_word_count", where, high=MAX_VOCAB)
     check_size(d.num_workers, "data.num_workers", where, low=0, high=MAX_LAYERS)
+    check_number(d.case_augment, "data.case_augment", where, 0.0, 1.0)
+    if d.case_augment and cfg.elmo.enabled and cfg.elmo.context == "document":
+        raise ConfigError(  # a sentence's stream holds its neighbours as written: one view would mix cases
+            "config key 'data.case_augment' works with elmo.context=sentence only (document streams are read "
+            "as written); set elmo.context=sentence or data.case_augment=0"
+        )
     if d.max_sentences is not None:
         check_size(d.max_sentences, "data.max_sentences", where, high=1 << 40)
     for key in ("max_tokens_per_batch", "eval_max_tokens_per_batch"):

@@ -20,6 +20,7 @@ import yaml
 
 from ner_app.config.schema import (  # the trees live there; importing them from here keeps working
     PATH,
+    SHIPPED,
     Accelerator,
     BilmDataConfig,
     BilmModelConfig,
@@ -146,6 +147,10 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
 # Keys that name files or folders, in both trees (their fields' PATH metadata; absent ones are skipped: each
 # schema has some of them). "package" is model.glove's name for the packaged GloVe, not a path.
 PATH_KEYS = keys_with(PATH, TrainConfig, BilmPretrainConfig)
+# Keys whose relative path may name a file the repository ships (data/bilm): looked for there when missing
+# under the config's project root.
+SHIPPED_KEYS = keys_with(SHIPPED, TrainConfig, BilmPretrainConfig)
+REPOSITORY = Path(__file__).resolve().parents[2]  # the folder that holds ner_app/ and, in a clone, data/
 
 
 def project_root(config_path: str | Path) -> Path:
@@ -157,14 +162,21 @@ def project_root(config_path: str | Path) -> Path:
 def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
     """Make every relative path of ``cfg`` (from the file or an override) absolute against
     ``project_root(config_path)``, so that a config means the same files from any working directory
-    (docs/configuration.md)."""
+    (docs/configuration.md). A relative path of a ``SHIPPED`` key (``elmo.options``, ``elmo.weights``,
+    ``model.init_weights``) that names nothing there but a file of the ner_app repository (``data/bilm``) is
+    that file: a config outside the repository still finds the shipped biLM."""
     root = project_root(config_path)
 
-    def resolve(value: str) -> str:
+    def resolve(value: str, key: str) -> str:
         if value == "package":
             return value
         path = Path(value).expanduser()
-        return str(path if path.is_absolute() else (root / path).resolve())
+        if path.is_absolute():
+            return str(path)
+        found = (root / path).resolve()
+        if key in SHIPPED_KEYS and not found.exists() and (REPOSITORY / path).is_file():
+            return str((REPOSITORY / path).resolve())
+        return str(found)
 
     for key in PATH_KEYS:
         *parents, name = key.split(".")
@@ -173,9 +185,9 @@ def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
             node = getattr(node, part, None)
         value = getattr(node, name, None)
         if isinstance(value, str):
-            setattr(node, name, resolve(value))
+            setattr(node, name, resolve(value, key))
         elif isinstance(value, list):
-            setattr(node, name, [resolve(v) for v in value])
+            setattr(node, name, [resolve(v, key) for v in value])
     return cfg
 
 

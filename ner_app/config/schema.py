@@ -27,8 +27,11 @@ class ConfigError(NerAppError):
 # Roles of a key (field metadata; combine them with |):
 # PATH: names a file or folder, resolved against the config's project root (load.resolve_paths);
 # RESUMABLE: --resume may change it (how long and how verbosely to go on, never what is trained on what);
-# OPERATIONAL: changes neither what is trained nor the result (compare groups a recipe's seeds across it).
+# OPERATIONAL: changes neither what is trained nor the result (compare groups a recipe's seeds across it);
+# SHIPPED: a file the repository may ship (data/bilm): a relative path missing under the config's project root
+# is then looked for in the ner_app repository (load.resolve_paths), so a config anywhere finds the shipped biLM.
 PATH, RESUMABLE, OPERATIONAL = {"path": True}, {"resumable": True}, {"operational": True}
+SHIPPED = {"shipped": True}
 
 
 def keys_with(role: dict[str, bool], *schemas: type) -> tuple[str, ...]:
@@ -99,6 +102,9 @@ class DataConfig:
     eval_max_tokens_per_batch: int | None = 32768  # the same for dev/test batches (256 x 128 tokens)
     num_workers: int = field(default=0, metadata=RESUMABLE | OPERATIONAL)  # DataLoader worker processes
     max_sentences: int | None = None  # keep only the first N sentences of each split (tiny runs)
+    # share of the training sentences each epoch presents lower-cased (half) or upper-cased (the other half),
+    # tags unchanged; drawn from the seed and the epoch (docs/model.md#case-augmentation). 0: none
+    case_augment: float = 0.0
     # with model.init_from: the old model's dev file (format detected; CoNLL: data.tag_column), scored before and after,
     # so that what the old types lose is measured (metrics.json previous_dev, the report)
     previous_dev: str | None = field(default=None, metadata=PATH)
@@ -127,14 +133,17 @@ class ModelConfig:
 class ElmoConfig:
     enabled: bool = True  # concatenate ELMo vectors to the token representation
     # biLM architecture (bilm-tf options.json)
-    options: str | None = field(default="data/bilm/options.json", metadata=PATH)
+    options: str | None = field(default="data/bilm/options.json", metadata=PATH | SHIPPED)
     # biLM weights (bilm-tf hdf5)
-    weights: str | None = field(default="data/bilm/weights.hdf5", metadata=PATH)
+    weights: str | None = field(default="data/bilm/weights.hdf5", metadata=PATH | SHIPPED)
     do_layer_norm: bool = False  # layer-normalise each biLM layer before mixing
     dropout: float = 0.0  # after mixing (the reference NER recipe uses 0.0)
     l2_coef: float = 0.1  # lambda * ||w||^2 on the pre-softmax mix weights
-    # frozen-layer cache; null disables it
-    cache_dir: str | None = field(default="cache/elmo", metadata=PATH | RESUMABLE | OPERATIONAL)
+    # frozen-layer cache, shared by every run (keyed by the biLM's weights and each sentence); the user's cache
+    # folder, never beside the data; null disables it
+    cache_dir: str | None = field(
+        default="${XDG_CACHE_HOME:-~/.cache}/ner_app/elmo", metadata=PATH | RESUMABLE | OPERATIONAL
+    )
     context: Literal["sentence", "document"] = "sentence"  # what the biLM reads (docs/document_context.md)
     max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
     at_output: bool = (
@@ -219,7 +228,7 @@ class BilmModelConfig(BilmShape):
 
     dropout: float = 0.1  # pretraining dropout on every LSTM layer input and on the top output
     # start from this biLM's weights.hdf5 (same options); the softmax is new
-    init_weights: str | None = field(default=None, metadata=PATH)
+    init_weights: str | None = field(default=None, metadata=PATH | SHIPPED)
 
 
 @dataclass

@@ -239,7 +239,13 @@ def _per_type_section(metrics: RunMetrics) -> str:
         *(f"{s} support" for s in EVALUATED),
     ]
     f1 = {s: {t: v.f1 for t, v in per_type[s].items()} for s in EVALUATED}
-    chart = page.image(charts.per_type_scores(f1), "F1 per type")
+    if not any(v for scores in f1.values() for v in scores.values()):  # bars of height 0: empty axes
+        chart = page.paragraph(
+            "F1 per type: 0.00 for every type on dev and test, so no chart is drawn (a run this short has not "
+            "found an entity yet)."
+        )
+    else:
+        chart = page.image(charts.per_type_scores(f1), "F1 per type")
     return page.section("per-type", "Scores per entity type", [page.table(header, rows), chart])
 
 

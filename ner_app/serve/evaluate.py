@@ -7,15 +7,17 @@ test file gives that run's numbers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.serve.predictor import Predictor
+from ner_app.text.case import CaseView, case_view
 from ner_app.text.conll import Sentence, read_conll, require_annotated
 from ner_app.text.records import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
-from ner_app.text.tags import SCHEMES, detect_scheme, scheme_of
+from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
 
 CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
 
@@ -38,27 +40,42 @@ def read_gold(gold_path: str | Path) -> tuple[list[Sentence], str]:
     return sentences, scheme
 
 
-def evaluate_file(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ConllItem]]:
+def evaluate_file(
+    predictor: Predictor, gold_path: str | Path, views: Sequence[CaseView] = ("cased",)
+) -> tuple[dict[str, Any], list[ConllItem]]:
     """Tag every sentence of ``gold_path`` (documents kept for document context) and score the tags against
     the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. Also the
-    predictions as records for a CoNLL writer: ``token gold`` rows with the predicted tag, a blank line after
-    each sentence (conlleval's input, ``evaluate --predictions``)."""
+    predictions as records for a CoNLL writer: ``token gold`` rows with the predicted tag, in the gold file's
+    scheme (IOB1 or IOB2), a blank line after each sentence (conlleval's input, ``evaluate --predictions``).
+
+    ``views`` are the case views to score (``ner_app.text.case``: the tokens as written, lower-cased,
+    upper-cased; gold tags unchanged). The result's top-level scores and the records are the first view's;
+    with more than one, ``result["case_views"]`` holds every view's scores by name."""
+    if not views:
+        raise ValueError("evaluate_file needs at least one case view")
     sentences, scheme = read_gold(gold_path)
     gold = [s.tags for s in sentences]
-    tagged = predictor.tag([s.tokens for s in sentences], [s.doc for s in sentences])
-    predicted = [predictor.to_source(tags) for tags, _ in tagged]
-    items: list[ConllItem] = []
-    for sentence, gold_tags, predicted_tags in zip(sentences, gold, predicted, strict=True):
-        rows = tuple(f"{t} {g}" for t, g in zip(sentence.tokens, gold_tags, strict=True))
-        items += [TaggedSentence(rows, tuple(predicted_tags)), ""]
-    scores = entity_scores(gold, predicted)
-    result = {
+    head = {
         "file": str(gold_path),
         "sentences": len(sentences),
         "tokens": sum(len(s.tokens) for s in sentences),
         "scheme": scheme,
-        **scores,
     }
+    scored: dict[str, dict[str, Any]] = {}
+    items: list[ConllItem] = []
+    for view in views:
+        tokens = [case_view(s.tokens, view) for s in sentences]
+        tagged = predictor.tag(tokens, [s.doc for s in sentences])
+        # the gold file's scheme: a model trained on IOB1 files writes IOB1 beside IOB2 gold otherwise
+        predicted = [convert(tags, predictor.scheme, scheme) for tags, _ in tagged]
+        scored[view] = entity_scores(gold, predicted)
+        if not items:
+            for words, gold_tags, predicted_tags in zip(tokens, gold, predicted, strict=True):
+                rows = tuple(f"{t} {g}" for t, g in zip(words, gold_tags, strict=True))
+                items += [TaggedSentence(rows, tuple(predicted_tags)), ""]
+    result = {**head, **scored[views[0]]}
+    if len(views) > 1:
+        result["case_views"] = scored
     return result, items
 
 
@@ -73,4 +90,12 @@ def score_table(result: dict[str, Any]) -> str:
     rows.append(
         f"| **all** | {result['precision']:.2f} | {result['recall']:.2f} | **{result['f1']:.2f}** | {total:,} |"
     )
+    return "\n".join(rows) + "\n"
+
+
+def case_view_table(result: dict[str, Any]) -> str:
+    """Every case view's overall scores (``result["case_views"]``) as a Markdown table (percent)."""
+    rows = ["| view | precision | recall | F1 |", "|---|---:|---:|---:|"]
+    for view, s in result["case_views"].items():
+        rows.append(f"| {view} | {s['precision']:.2f} | {s['recall']:.2f} | {s['f1']:.2f} |")
     return "\n".join(rows) + "\n"

@@ -15,6 +15,7 @@ from pytorch_lightning.callbacks import Callback
 from ner_app.errors import NerAppError
 from ner_app.runtime.throughput import TrainingThroughput
 from ner_app.tagger.batch import Batch
+from ner_app.text.case import CASE_VIEWS, case_view
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.layer_cache import LayerCache, fill_document_cache
 from ner_app.train.module import TaggerModule
@@ -58,6 +59,9 @@ class LayerCacheFill(Callback):
                     )
                 else:
                     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
+                    if dm.case_augment:  # the cache is keyed by the exact tokens: each view has its own rows
+                        train = dm.splits["train"].tokens
+                        sentences += [case_view(t, v) for v in CASE_VIEWS[1:] for t in train]
                     computed = cache.fill(
                         sentences,
                         bilm.to(device),

@@ -13,7 +13,9 @@ from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, encode_batch
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import batch_capacity, budget_batches, check_budget, cost
+from ner_app.text.case import CaseView, case_view
 from ner_app.text.runs import id_runs
+from ner_app.train.case_augment import CaseAugmentedBatches
 from ner_app.train.corpus import SPLITS, Corpus, Split
 from ner_app.train.layer_cache import LayerCache
 
@@ -187,6 +189,14 @@ class _SplitDataset(Dataset):
         return i, self.split.tokens[i], self.split.tags[i]
 
 
+class _CaseViewDataset(_SplitDataset):
+    """A split read by ``(index, view)`` items (``CaseAugmentedBatches``): the tokens in that case view."""
+
+    def __getitem__(self, item: tuple[int, CaseView]) -> tuple[int, list[str], list[str]]:  # type: ignore[override]
+        i, view = item
+        return i, case_view(self.split.tokens[i], view), self.split.tags[i]
+
+
 class ConllDataModule(pl.LightningDataModule):
     """Batches of a ``Corpus`` encoded with a ``TaggerSpec``: both are built before it and never changed by it.
 
@@ -195,7 +205,8 @@ class ConllDataModule(pl.LightningDataModule):
     sentence's position in ``corpus.splits[name]`` (file order for local files). ``use_layer_cache`` makes
     every later batch carry the frozen biLM's layers from disk. ``max_tokens`` (training) and
     ``eval_max_tokens`` cap a batch's sentences x padded length (None: no cap); the defaults split no batch of
-    CoNLL-2003 (at most 124 tokens a sentence) at the default batch sizes.
+    CoNLL-2003 (at most 124 tokens a sentence) at the default batch sizes. ``case_augment`` is the share of
+    the training sentences each epoch presents lower- or upper-cased (``ner_app.train.case_augment``).
     """
 
     def __init__(
@@ -208,6 +219,7 @@ class ConllDataModule(pl.LightningDataModule):
         seed: int = 0,
         max_tokens: int | None = TRAIN_MAX_TOKENS,
         eval_max_tokens: int | None = EVAL_MAX_TOKENS,
+        case_augment: float = 0.0,
     ) -> None:
         super().__init__()
         self.corpus, self.spec = corpus, spec
@@ -216,6 +228,9 @@ class ConllDataModule(pl.LightningDataModule):
         check_budget(eval_batch_size, eval_max_tokens)
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.num_workers, self.seed = num_workers, seed
+        if not 0.0 <= case_augment <= 1.0:
+            raise ValueError(f"case_augment must be in [0, 1], got {case_augment}")
+        self.case_augment = case_augment
         self.layer_cache: LayerCache | None = None
 
     @property
@@ -259,9 +274,14 @@ class ConllDataModule(pl.LightningDataModule):
             rank=rank,
             max_tokens=budget,
         )
+        augment = split == "train" and shuffle and self.case_augment > 0
+        if augment and elmo is not None and elmo.context == "document":
+            raise ValueError("case augmentation reads sentences alone: it needs ELMo in sentence context")
         return DataLoader(
-            _SplitDataset(data),
-            batch_sampler=sampler,
+            _CaseViewDataset(data) if augment else _SplitDataset(data),
+            batch_sampler=CaseAugmentedBatches(sampler, len(data), self.case_augment, self.seed)
+            if augment
+            else sampler,
             collate_fn=Collator(
                 self.spec,
                 self.layer_cache,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ner_app.config.checks import check_train_config
+from ner_app.config.load import REPOSITORY
 from ner_app.config.schema import ElmoConfig, TrainConfig
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.train.corpus import check_data_source, data_reading
@@ -24,12 +25,19 @@ def check_elmo_files(elmo: ElmoConfig) -> None:
         raise MissingFileError(
             "elmo.enabled needs elmo.options and elmo.weights (paths to options.json and hdf5)"
         )
+    shipped = REPOSITORY / "data" / "bilm"
     for key, path in (("elmo.options", elmo.options), ("elmo.weights", elmo.weights)):
         if not Path(path).is_file():
+            where = (
+                f"the shipped biLM is {shipped} (options.json, weights.hdf5)"
+                if (shipped / "weights.hdf5").is_file()
+                else f"this installation has no shipped biLM ({shipped}: it comes with the repository's data/)"
+            )
             raise MissingFileError(
-                f"{key}: {path} does not exist. Pretrain a biLM (python -m ner_app pretrain-bilm --config "
-                "configs/bilm_news.yaml) or set elmo.options and elmo.weights to an ELMo options.json and "
-                "weights hdf5; elmo.enabled=false trains without ELMo."
+                f"{key}: {path} does not exist (a relative path is looked for under the config's project root, "
+                f"then in the ner_app repository); {where}. Set elmo.options and elmo.weights to a biLM's files "
+                "(ner-app download-elmo fetches a public ELMo), train without ELMo (elmo.enabled=false), or "
+                "pretrain your own (ner-app pretrain-bilm: hours, docs/pretraining.md)."
             )
 
 

@@ -215,6 +215,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         seed=cfg.seed,
         max_tokens=d.max_tokens_per_batch,
         eval_max_tokens=d.eval_max_tokens_per_batch,
+        case_augment=d.case_augment,
     )
     if tagger is None:
         tagger = build_tagger(cfg, spec, bilm, corpus, glove)

@@ -38,8 +38,9 @@ def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
 
 
 def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
-    """A copy of the project's files, trained from an unrelated cwd with relative paths in the file, in the
-    defaults (elmo.cache_dir) and in an override (output_dir): everything lands in the project."""
+    """A copy of the project's files, trained from an unrelated cwd with relative paths in the file and in an
+    override (output_dir): everything lands in the project, and the layer cache in the user's cache folder
+    ($XDG_CACHE_HOME/ner_app/elmo), never beside the data."""
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "configs").mkdir(parents=True)
     elsewhere.mkdir()
@@ -58,7 +59,7 @@ def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
         "trainer.max_epochs=1",
         "trainer.threads=1",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     run = project / "runs" / "moved"
@@ -66,10 +67,8 @@ def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["data"]["dir"] == str(project / "tests" / "data" / "tiny_conll")
     assert saved["elmo"]["weights"] == str(project / "tests" / "data" / "tiny_bilm" / "weights.hdf5")
-    assert (
-        saved["elmo"]["cache_dir"] == str(project / "cache" / "elmo")
-        and (project / "cache" / "elmo").is_dir()
-    )
+    assert saved["elmo"]["cache_dir"] == str(tmp_path / "xdg" / "ner_app" / "elmo")
+    assert (tmp_path / "xdg" / "ner_app" / "elmo").is_dir() and not (project / "cache").exists()
     assert list(elsewhere.iterdir()) == []  # nothing was written relative to the working directory
 
 
@@ -88,4 +87,62 @@ def test_a_missing_file_is_named_by_its_resolved_path(
     )
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0].startswith(f"error: elmo.options: {ROOT / 'no' / 'such' / 'options.json'} does not exist.")
+    assert err[0].startswith(f"error: elmo.options: {ROOT / 'no' / 'such' / 'options.json'} does not exist (")
+
+
+def test_a_config_outside_the_repository_finds_the_shipped_bilm(tmp_path: Path) -> None:
+    """Relative elmo.options/weights: under the config's project root first, then the ner_app repository's
+    shipped data/bilm; a file beside the config wins, and a path found nowhere stays under the config's root."""
+    from ner_app.config.load import REPOSITORY
+    from ner_app.train.early_checks import check_elmo_files
+
+    assert REPOSITORY == ROOT and (ROOT / "data" / "bilm" / "weights.hdf5").is_file()
+    lone = tmp_path / "mine" / "config.yaml"
+    lone.parent.mkdir()
+    lone.write_text("data:\n  dir: conll\n")  # the defaults: elmo.options data/bilm/options.json
+    cfg = load_config(lone)
+    assert cfg.elmo.options == str(ROOT / "data" / "bilm" / "options.json")
+    assert cfg.elmo.weights == str(ROOT / "data" / "bilm" / "weights.hdf5")
+    assert cfg.data.dir == str(tmp_path / "mine" / "conll")  # other keys keep the config's root
+    assert cfg.elmo.cache_dir is None or not cfg.elmo.cache_dir.startswith(str(ROOT))
+    check_elmo_files(cfg.elmo)  # train's first check passes
+    # the user's own biLM beside the config comes first
+    own = tmp_path / "mine" / "data" / "bilm"
+    own.mkdir(parents=True)
+    (own / "options.json").write_text("{}")
+    assert load_config(lone).elmo.options == str(own / "options.json")
+    assert load_config(lone).elmo.weights == str(ROOT / "data" / "bilm" / "weights.hdf5")
+    # a name found nowhere is not guessed: it stays under the config's root, and the error shows the way out
+    cfg = load_config(lone, ["elmo.weights=data/bilm/weigths.hdf5"])
+    assert cfg.elmo.weights == str(own / "weigths.hdf5")
+    with pytest.raises(Exception, match="the shipped biLM is .*data/bilm") as caught:
+        check_elmo_files(cfg.elmo)
+    assert str(own / "weigths.hdf5") in str(caught.value)
+    # only the biLM's keys fall back: data.dir never does, even where the repository has that folder
+    (tmp_path / "mine" / "x.yaml").write_text("data:\n  dir: tests/data/tiny_conll\n")
+    assert load_config(tmp_path / "mine" / "x.yaml").data.dir == str(
+        tmp_path / "mine" / "tests/data/tiny_conll"
+    )
+
+
+def test_the_own_data_template_copied_beside_ones_data_trains_with_the_shipped_bilm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hour: configs/own_data.yaml copied into a folder of one's own (no pyproject.toml above it),
+    the data beside it, trained from there. The shipped biLM is found, and the layer cache goes to the user's
+    cache folder: the user's folder ends with the config, the data and the run, nothing else."""
+    from tests.train.test_annotation_data import write_doccano
+
+    mine = tmp_path / "work"
+    mine.mkdir()
+    write_doccano(mine / "mine")
+    shutil.copy(ROOT / "configs" / "own_data.yaml", mine / "config.yaml")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(mine)
+    small = ["model.glove=null", "model.lstm_hidden=8", "trainer.max_epochs=1", "trainer.threads=1"]
+    assert main(["train", "--config", "config.yaml", *small, "trainer.enable_progress_bar=false"]) == 0
+    saved = yaml.safe_load((mine / "runs" / "own_data" / "config.yaml").read_text())
+    assert saved["elmo"]["options"] == str(ROOT / "data" / "bilm" / "options.json")
+    assert saved["elmo"]["cache_dir"] == str(tmp_path / "xdg" / "ner_app" / "elmo")
+    assert (tmp_path / "xdg" / "ner_app" / "elmo").is_dir()
+    assert sorted(p.name for p in mine.iterdir()) == ["config.yaml", "mine", "runs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
@@ -44,12 +45,20 @@ def test_defaults_from_empty_yaml(tmp_path: Path) -> None:
     assert cfg.data.dir == str(tmp_path.parent / "shared/data/conll2003")  # ${NER_SHARED:-../shared} expanded
     assert cfg.data.scheme == "BIOES" and cfg.data.max_sentences is None
     assert cfg.model.glove == "package" and cfg.model.lstm_hidden == 200
-    assert cfg.elmo.enabled and cfg.elmo.l2_coef == 0.1 and cfg.elmo.cache_dir == str(tmp_path / "cache/elmo")
+    assert cfg.elmo.enabled and cfg.elmo.l2_coef == 0.1
+    # the layer cache: the user's cache folder (the suite's XDG_CACHE_HOME), never beside the config or data
+    assert cfg.elmo.cache_dir == str(Path(os.environ["XDG_CACHE_HOME"]) / "ner_app" / "elmo")
     assert cfg.optim.lr == 0.001 and cfg.trainer.precision == "auto"
-    assert cfg == resolve_paths(
-        dataclasses.replace(TrainConfig(), data=dataclasses.replace(TrainConfig().data, dir=cfg.data.dir)),
-        tmp_path / "x.yaml",
-    )
+    assert cfg.data.case_augment == 0.0
+    expanded = dataclasses.replace(TrainConfig().elmo, cache_dir=cfg.elmo.cache_dir)
+    default = TrainConfig(data=dataclasses.replace(TrainConfig().data, dir=cfg.data.dir), elmo=expanded)
+    assert cfg == resolve_paths(default, tmp_path / "x.yaml")
+
+
+def test_the_layer_cache_defaults_to_the_home_cache_without_xdg(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert load_config(write(tmp_path, "")).elmo.cache_dir == str(tmp_path / "home/.cache/ner_app/elmo")
 
 
 def test_bilm_defaults(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -157,7 +158,13 @@ def test_one_epoch_run_writes_its_curves_as_lines(tmp_path: Path) -> None:
     # the rest of the page is drawn: its other charts are on screen, and no image is broken or blank
     shot = screenshot(run / "report.html", tmp_path)
     assert len({tuple(p) for p in shot.reshape(-1, 3)[::7]}) > 50
-    assert len(parse(run / "report.html").images) == 3  # per-type F1 and two confusion matrices (no ELMo)
+    # per-type F1 (when any is above 0: bars of height 0 are empty axes) and two confusion matrices (no ELMo)
+    metrics = json.loads((run / "metrics.json").read_text())
+    found = any(s["f1"] for split in ("dev", "test") for s in metrics[split]["per_type"].values())
+    assert len(parse(run / "report.html").images) == 2 + found
+    per_type = rendered_section(run / "report.html", tmp_path, "per-type")
+    assert ("<img" in per_type) == found
+    assert ("0.00 for every type on dev and test, so no chart is drawn" in per_type) == (not found)
 
 
 @pytest.mark.parametrize("epochs", [2, 3, 34])
@@ -176,3 +183,17 @@ def test_curves_of_fewer_than_three_epochs_are_not_drawn_and_ticks_are_whole(epo
         shown = [t for t in ax.get_xticks() if low <= t <= high]
         assert shown and all(t == int(t) and 1 <= t <= epochs for t in shown)
         assert low < 1 and high > epochs  # every point inside the axes
+
+
+def test_per_type_scores_of_zero_are_a_line_not_empty_axes() -> None:
+    from ner_app.report.run_report import _per_type_section
+    from ner_app.text.scores import entity_scores
+    from ner_app.train.metrics import RunMetrics, SplitScores
+
+    gold = [["B-PER", "I-PER", "O", "B-LOC"]]
+    missed = entity_scores(gold, [["O", "O", "O", "O"]])
+    section = _per_type_section(RunMetrics(SplitScores.of(missed), SplitScores.of(missed)))
+    assert "<img" not in section and "0.00 for every type on dev and test, so no chart is drawn" in section
+    one = entity_scores(gold, [["B-PER", "I-PER", "O", "O"]])  # one type found on test: drawn
+    section = _per_type_section(RunMetrics(SplitScores.of(missed), SplitScores.of(one)))
+    assert section.count("<img") == 1 and "no chart is drawn" not in section

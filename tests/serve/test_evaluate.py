@@ -190,3 +190,67 @@ def test_evaluate_missing_input_and_model_are_one_line(run: Path, tmp_path: Path
     assert main(["evaluate", "--model", str(tmp_path), "--input", str(TINY / "valid.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not a file" in err[0] and "not a ner_app export" in err[1]
+
+
+# ------------------------------------------------------------------------------- case views, gold's scheme
+def _rewrite(source: Path, target: Path, token=lambda t: t, tag=lambda tags: tags) -> Path:
+    """A CoNLL copy of ``source`` with every token and every sentence's tags changed."""
+    from ner_app.text.conll import read_conll
+
+    lines = []
+    for s in read_conll(source):
+        lines += [f"{token(t)} {g}" for t, g in zip(s.tokens, tag(s.tags), strict=True)] + [""]
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def _evaluate_json(model: Path, gold: Path, capsys, *extra: str) -> dict:
+    assert main(["evaluate", "--model", str(model), "--input", str(gold), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_case_views_score_the_file_as_written_lower_and_upper_cased(
+    run: Path, tmp_path: Path, capsys
+) -> None:
+    model, gold = run / "export", TINY / "valid.txt"
+    result = _evaluate_json(model, gold, capsys, "--case-views")
+    views = result["case_views"]
+    assert list(views) == ["cased", "lower", "upper"]
+    assert {k: result[k] for k in ("precision", "recall", "f1")} == {
+        k: views["cased"][k] for k in ("precision", "recall", "f1")
+    }
+    assert _evaluate_json(model, gold, capsys)["f1"] == views["cased"]["f1"]  # the flag changes no score
+    # a view of the file scores as the file of that view: an independent path to every number
+    for view, change in (("lower", str.lower), ("upper", str.upper)):
+        copy = _rewrite(gold, tmp_path / f"{view}.txt", token=change)
+        alone = _evaluate_json(model, copy, capsys)
+        assert (alone["precision"], alone["recall"], alone["f1"]) == (
+            views[view]["precision"],
+            views[view]["recall"],
+            views[view]["f1"],
+        )
+        assert alone["per_type"] == views[view]["per_type"]
+    assert views["upper"]["f1"] != views["cased"]["f1"]  # the tiny tagger reads case: the views differ
+    assert main(["evaluate", "--model", str(model), "--input", str(gold), "--case-views"]) == 0
+    out = capsys.readouterr().out
+    for view in views:
+        assert f"| {view} | {views[view]['precision']:.2f} | {views[view]['recall']:.2f} |" in out
+
+
+def test_predictions_are_written_in_the_gold_files_scheme(run: Path, tmp_path: Path, capsys) -> None:
+    from ner_app.text.tags import convert, detect_scheme
+
+    iob2 = _rewrite(TINY / "test.txt", tmp_path / "iob2.txt", tag=lambda tags: convert(tags, "IOB1", "IOB2"))
+    written = tmp_path / "predicted.conll"
+    model = run / "export"
+    result = _evaluate_json(model, iob2, capsys, "--predictions", str(written))
+    assert result["scheme"] == "IOB2"
+    predicted = [p for _, _, p in read_predictions(written)]  # a tag sequence per sentence
+    assert any(t.startswith("B-") for p in predicted for t in p)  # IOB1 starts most entities with I-
+    assert detect_scheme(predicted) == "IOB2"
+    assert result["f1"] == _evaluate_json(model, TINY / "test.txt", capsys)["f1"]  # the same entities
+    iob1 = tmp_path / "iob1.conll"
+    _evaluate_json(model, TINY / "test.txt", capsys, "--predictions", str(iob1))
+    as_iob1 = [p for _, _, p in read_predictions(iob1)]
+    assert detect_scheme(as_iob1) == "IOB1"
+    assert [convert(p, "IOB1", "IOB2") for p in as_iob1] == predicted

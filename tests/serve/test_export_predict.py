@@ -231,6 +231,45 @@ def test_predict_conll_appends_a_tag_per_token(trained):
             assert a == b
 
 
+def test_predict_conll_tokenises_raw_text_first(trained):
+    """Raw text lines (one line, or lines of differing word counts) are tokenised as the jsonl path does:
+    ``token tag`` lines per token, a blank line after each input line, the entities of ``--format jsonl``."""
+    from ner_app.text.tags import entities
+    from ner_app.text.tokenizer import sentences
+
+    export = trained / "export"
+    for text in ([TEXTS[0]], TEXTS):
+        out = run_predict(export, "\n".join(text) + "\n", "--format", "conll")
+        objects = [json.loads(line) for line in run_predict(export, "\n".join(text) + "\n")]
+        blocks, block = [], []
+        for row in out:  # one block per input line
+            if row == "":
+                blocks.append(block)
+                block = []
+            else:
+                block.append(row.split(" "))
+        assert block == [] and len(blocks) == len(text) == len(objects)
+        for line, rows, obj in zip(text, blocks, objects, strict=True):
+            tokens = [t for sentence in sentences(line, max_tokens=250) for t in sentence]
+            assert [r[0] for r in rows] == [t.text for t in tokens] and all(len(r) == 2 for r in rows)
+            found = [
+                (tokens[a].start, tokens[b - 1].end, kind)
+                for kind, a, b in entities([r[1] for r in rows], "IOB1")
+            ]
+            assert found == [(e["start"], e["end"], e["type"]) for e in obj["entities"]]
+    assert sum(len(b) for b in blocks) > len(TEXTS)  # not one token per line
+    # token lines stay token lines: without -DOCSTART-, one column per line and sentences of several lines
+    tokens_only = "Alice\nSmith\nflew\n\nBob\nsaid\n"
+    assert [r.split(" ")[0] for r in run_predict(export, tokens_only, "--format", "conll")] == [
+        "Alice",
+        "Smith",
+        "flew",
+        "",
+        "Bob",
+        "said",
+    ]
+
+
 def test_predict_command_reads_files(trained, tmp_path, capsys):
     """The documented file commands: text lines to JSON lines, and a CoNLL file to tagged token lines."""
     news = tmp_path / "news.txt"

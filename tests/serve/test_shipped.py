@@ -82,3 +82,22 @@ def test_evaluate_reproduces_the_test_f1_in_the_models_readme(capsys) -> None:
     stated = float(re.search(r"test F1 \*\*(\d+\.\d\d)\*\*", readme).group(1))
     assert main(["evaluate", "--input", str(test), "--json", "--threads", "2"]) == 0
     assert round(json.loads(capsys.readouterr().out)["f1"], 2) == stated
+
+
+@pytest.mark.slow
+def test_case_views_of_the_shipped_tagger_are_the_documented_ones(capsys) -> None:
+    """``evaluate --case-views`` on CoNLL-2003 test gives the three rows docs/serving.md states."""
+    test = shared_path("data", "conll2003", "test.txt")
+    page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    stated = {
+        view: tuple(float(x) for x in row)
+        for view, *row in re.findall(
+            r"^\| test\.txt \| (\w+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", page, re.M
+        )
+    }
+    assert list(stated) == ["cased", "lower", "upper"]
+    assert main(["evaluate", "--input", str(test), "--json", "--case-views", "--threads", "2"]) == 0
+    views = json.loads(capsys.readouterr().out)["case_views"]
+    for view, row in stated.items():
+        s = views[view]
+        assert (round(s["precision"], 2), round(s["recall"], 2), round(s["f1"], 2)) == row, view

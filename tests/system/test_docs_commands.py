@@ -162,6 +162,9 @@ TESTED: dict[str, str] = {
     "ner-app evaluate --input ../shared/data/conll2003/test.txt": (
         "tests/serve/test_shipped.py::test_evaluate_reproduces_the_test_f1_in_the_models_readme"
     ),
+    "ner-app evaluate --input ../shared/data/conll2003/test.txt --case-views": (
+        "tests/serve/test_shipped.py::test_case_views_of_the_shipped_tagger_are_the_documented_ones"
+    ),
     "python -m ner_app embed --input sentences.txt --output layers.hdf5": (
         "tests/serve/test_shipped.py::test_embed_defaults_to_the_shipped_bilm_and_tokenizes"
     ),

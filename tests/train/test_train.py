@@ -110,7 +110,11 @@ def test_resume_without_checkpoint_says_so(tmp_path, capsys):
 def test_missing_bilm_says_how_to_get_one(tmp_path, capsys):
     assert run(tmp_path, "tiny.yaml", f"elmo.options={tmp_path / 'none.json'}") == 2
     err = capsys.readouterr().err
-    assert "elmo.options:" in err and "does not exist. Pretrain a biLM" in err
+    assert f"elmo.options: {tmp_path / 'none.json'} does not exist" in err and len(err.splitlines()) == 1
+    assert (
+        f"the shipped biLM is {ROOT / 'data' / 'bilm'}" in err
+    )  # the first thing to try, before pretraining
+    assert "elmo.enabled=false" in err and "pretrain-bilm: hours" in err
 
 
 def test_bf16_mixed_on_cpu_trains_to_f1_one(tmp_path, tiny_bilm_files):

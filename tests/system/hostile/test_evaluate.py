@@ -3,9 +3,12 @@ exit code 2, nothing written or lost."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+
+import pytest
 
 from ner_app.cli.commands import main
 from tests.helpers import TINY, one_error_line
@@ -176,3 +179,35 @@ def test_predictions_onto_a_block_device_or_a_socket_are_refused_before_the_work
             assert main(_evaluate(trained, target)) == 2
             one_error_line(capsys, f"--predictions {target}: is {kind}; expected a regular file")
         assert stat.S_ISBLK(block.lstat().st_mode) and stat.S_ISSOCK((tmp_path / "sock").lstat().st_mode)
+
+
+def test_case_views_with_bad_input_are_one_line_and_write_nothing(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    """--case-views takes no value, and a bad gold file stops before any view is tagged."""
+    with pytest.raises(SystemExit) as exited:
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(trained / "export"),
+                "--input",
+                str(TINY / "valid.txt"),
+                "--case-views=upper",
+            ]
+        )
+    assert (
+        exited.value.code == 2
+        and "--case-views: ignored explicit argument 'upper'" in capsys.readouterr().err
+    )
+    gold = tmp_path / "gold.conll"
+    gold.write_text("EU S-ORG\nrejects O\n", encoding="utf-8")
+    out = tmp_path / "predicted.conll"
+    args = ["evaluate", "--model", str(trained / "export"), "--input", str(gold), "--case-views"]
+    assert main([*args, "--predictions", str(out)]) == 2
+    one_error_line(capsys, str(gold), "evaluate reads IOB1 or IOB2 tags")
+    assert not out.exists()
+    gold.write_text("İSTANBUL B-LOC\nﬁnal O\n", encoding="utf-8")  # views that change a token's length
+    assert main([*args, "--json"]) == 0
+    views = json.loads(capsys.readouterr().out)["case_views"]
+    assert list(views) == ["cased", "lower", "upper"]

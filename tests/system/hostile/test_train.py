@@ -209,6 +209,10 @@ def test_bom_before_docstart_is_not_a_sentence(tmp_path):
         "model.dropout=1.5",
         "seed=18446744073709551616",
         "seed=-1",
+        "data.case_augment=1.5",
+        "data.case_augment=-0.1",
+        "data.case_augment=.nan",
+        "data.case_augment=.inf",
     ],
 )
 def test_out_of_range_values_name_the_key(tmp_path, capsys, override):
@@ -341,3 +345,30 @@ def test_a_full_disk_at_report_time_is_one_warning_line(trained, small_disk, cap
     assert main(["report", str(run)]) == 2
     one_error_line(capsys, "report.html: cannot write (No space left on device)")
     assert sorted(p.name for p in run.iterdir() if not p.is_symlink()) == []
+
+
+@pytest.mark.parametrize("value", ["abc", "[0.5]", "true", "{a: 1}"])
+def test_case_augment_of_another_type_is_one_line(tmp_path, capsys, value):
+    assert train.main(train_args(tmp_path / "run", f"data.case_augment={value}")) == 2
+    one_error_line(capsys, "data.case_augment")
+    assert not (tmp_path / "run").exists()
+
+
+def test_case_augment_in_document_context_is_refused_in_one_line(tmp_path, capsys):
+    args = train_args(tmp_path / "run", "data.case_augment=0.2", "elmo.context=document")
+    assert train.main(args) == 2
+    one_error_line(capsys, "'data.case_augment'", "elmo.context=sentence")
+    assert not (tmp_path / "run").exists()
+    # without ELMo there are no document streams: the same share trains
+    assert (
+        train.main(
+            train_args(
+                tmp_path / "ok",
+                "data.case_augment=0.2",
+                "elmo.context=document",
+                "elmo.enabled=false",
+                "trainer.max_epochs=1",
+            )
+        )
+        == 0
+    )
