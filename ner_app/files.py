@@ -123,6 +123,15 @@ def output_target(path: str | Path) -> tuple[str, Path]:
     return "file", where
 
 
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists and is not a regular file (a FIFO, device or socket): opening a FIFO blocks until
+    a writer comes and /dev/zero never ends, so a reader asks this before it opens a file it was given."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False  # missing: the open that follows names it
+
+
 def check_output(path: str | Path, option: str = "") -> None:
     """Refuse, before any work, an output path ``atomic_path`` could not write (``option`` names the argument).
     A FIFO is not opened here (a reader would see its end at once): one without a reader is refused when the

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ner_app.errors import NerAppError
-from ner_app.files import write_text
+from ner_app.files import is_special, write_text
 from ner_app.text.tags import UNKNOWN, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"
@@ -69,11 +69,16 @@ def read_conll(path: str | os.PathLike[str], tag_column: int = -1) -> list[Sente
     problem.
     """
     path = os.fspath(path)
+    special = ConllFormatError(
+        f"{path}: not a regular file (a FIFO, device or socket); expected a CoNLL file"
+    )
+    # A FIFO never ends and /dev/zero fills the memory; stat first, since opening a FIFO blocks until a writer
+    # comes, then fstat the file opened (it may have been replaced in between).
+    if is_special(path):
+        raise special
     with open(path, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO never ends, /dev/zero fills the memory
-            raise ConllFormatError(
-                f"{path}: not a regular file (a FIFO, device or socket); expected a CoNLL file"
-            )
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise special
         data = f.read(MAX_CONLL_BYTES + 1)
     if len(data) > MAX_CONLL_BYTES:
         raise ConllFormatError(f"{path}: larger than {MAX_CONLL_BYTES >> 30} GiB; split it")

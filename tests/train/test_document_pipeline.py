@@ -183,12 +183,13 @@ def test_predict_text_line_is_one_document(doc_run):
     assert len(found) == 3
     sentences = [[t.text for t in sentence] for sentence in found]
     as_document = predictor.tag(sentences, [0, 0, 0])
+    read = predictor.read(sentences, [0, 0, 0])  # each entity's score: its reading's probability
     expected = []
-    for sentence, (tags, scores) in zip(found, as_document, strict=True):
-        for kind, start, end in entities(tags, predictor.scheme):
+    for sentence, (tags, _), reading in zip(found, as_document, read, strict=True):
+        assert [(kind, s, e) for (s, e, kind), _ in reading.entities] == entities(tags, predictor.scheme)
+        for (start, end, kind), p in reading.entities:
             s, e = sentence[start].start, sentence[end - 1].end
-            score = round(sum(scores[start:end]) / (end - start), 4)
-            expected.append({"start": s, "end": e, "type": kind, "text": line[s:e], "score": score})
+            expected.append({"start": s, "end": e, "type": kind, "text": line[s:e], "score": round(p, 4)})
     assert obj["entities"] == expected and expected
     assert all(line[x["start"] : x["end"]] == x["text"] for x in expected)
     separate = predictor.tag(sentences, [0, 1, 2])  # each sentence its own document

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ner_app.files import is_special
 from ner_app.text.annotations.model import AnnotationFormatError, TokenDocument, TokenSpan
 from ner_app.text.annotations.read import read_text
 from ner_app.text.conll import DOCSTART, parse_conll
@@ -139,6 +140,8 @@ def read_conllu(path: str | os.PathLike[str]) -> list[TokenDocument]:
 
 def looks_like_conll(path: Path) -> bool:
     """Whether the first non-blank line of a file is a CoNLL row (>= 2 columns) or ``-DOCSTART-``."""
+    if is_special(path):
+        return True  # not opened (a FIFO blocks): the CoNLL reader names it in one line
     with open(path, "rb") as f:
         head = f.read(4096).decode("utf-8", errors="replace")
     for line in head.split("\n"):

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ner_app.files import write_text
+from ner_app.files import is_special, write_text
 from ner_app.text.annotations.align import align
 from ner_app.text.annotations.brat import read_brat
 from ner_app.text.annotations.columns import looks_like_conll, read_conll_file, read_conllu
@@ -85,7 +85,7 @@ def detect_format(path: Path) -> str:
         return "conllu"
     if path.suffix == ".json":
         return "labelstudio"
-    if path.suffix == ".jsonl":
+    if path.suffix == ".jsonl" and not is_special(path):  # a FIFO is not opened: its reader names it
         with open(path, "rb") as f:
             head = f.readline(1 << 20)
         try:

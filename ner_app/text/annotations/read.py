@@ -9,14 +9,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from ner_app import limits
+from ner_app.files import is_special
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan
 
 EXPORT_HINT = "re-export it from the tool, or split it into several files"
 
 
+def refuse_special(path: str | os.PathLike[str]) -> None:
+    """A FIFO would block the open and a device never end: one line instead, before anything is opened."""
+    if is_special(path):
+        raise AnnotationFormatError(f"{path}: not a regular file (a FIFO, device or socket); expected an export")
+
+
 def read_text(path: str | os.PathLike[str]) -> str:
     """A whole UTF-8 file within ``MAX_ANNOTATION_FILE_BYTES``; the error of a byte that is not UTF-8 names the
     line (a file with lines in two encodings stops there). No newline translation: offsets count ``\\r`` too."""
+    if is_special(path):  # a FIFO would block the open, a device would never end
+        raise AnnotationFormatError(
+            f"{path}: not a regular file (a FIFO, device or socket); expected an export"
+        )
     with open(path, "rb") as f:
         data = f.read(limits.MAX_ANNOTATION_FILE_BYTES + 1)
     if len(data) > limits.MAX_ANNOTATION_FILE_BYTES:
@@ -45,6 +56,7 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
     ``MAX_ANNOTATION_LINE_BYTES`` and must be one JSON object. A file without one is an empty export."""
     name = os.fspath(path)
     found = False
+    refuse_special(path)
     with open(path, "rb") as f:
         number = 0
         while raw := f.readline(limits.MAX_ANNOTATION_LINE_BYTES + 1):

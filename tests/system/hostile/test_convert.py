@@ -4,6 +4,7 @@ expected, exit code 2, and no output file, never a traceback; changed spans are 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,19 @@ def test_a_line_beyond_the_real_bound_is_refused(tmp_path, capsys):
     assert main(["convert", str(path), "--from", "doccano", "--output", str(out)]) == 2
     one_error_line(capsys, f"{path}:2: a line longer than 67,108,864 bytes")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "name, fmt",
+    [("export.jsonl", "doccano"), ("export.jsonl", "prodigy"), ("export.json", None), ("export.conll", "conll")]
+    + [("export.conllu", None)],
+)
+def test_a_fifo_export_is_one_line_at_once(tmp_path, capsys, name, fmt):
+    """Opening a FIFO blocks until a writer comes: the readers ask before they open."""
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    given = [] if fmt is None else ["--from", fmt]
+    code = main(["convert", str(fifo), *given, "--output", str(tmp_path / "out.conll")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "not a regular file" in err[0] and str(fifo) in err[0], err
+    assert not (tmp_path / "out.conll").exists()

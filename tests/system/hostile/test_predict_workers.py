@@ -54,11 +54,33 @@ def test_workers_write_what_one_process_writes(trained, tmp_path, capsys, fmt):
         source = tmp_path / "in.txt"
         source.write_text("\n".join(raw_lines(workers.LINES_PER_TASK + 700)) + "\n", encoding="utf-8")
     common = ["--model", export, "--input", str(source), "--format", fmt, "--threads", "1"]
+    if FORMATS[fmt].files is not None:  # a folder of files (brat): both write one, compared file by file
+        written = []
+        for name, extra in (("one", []), ("two", ["--workers", "2"])):
+            code, _, _ = predict_out(capsys, *common, "--output", str(tmp_path / name), *extra)
+            assert code == 0
+            written.append({f.name: f.read_bytes() for f in (tmp_path / name).iterdir()})
+        assert written[0] == written[1] and len(written[0]) > 1
+        return
     code, one, _ = predict_out(capsys, *common)
     assert code == 0 and one
     code, two, err = predict_out(capsys, *common, "--workers", "2")
     assert code == 0 and err == ""
     assert two == one
+
+
+def test_workers_pass_the_reading_options_and_write_output(trained, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(raw_lines(workers.LINES_PER_TASK + 50)) + "\n", encoding="utf-8")
+    common = ["--model", str(trained / "export"), "--input", str(source), "--threads", "1"]
+    options = ["--min-score", "0.2", "--alternatives", "2", "--flag-missed", "0.9"]
+    code, one, _ = predict_out(capsys, *common, *options)
+    assert code == 0 and '"flagged"' in one
+    code, out, _ = predict_out(
+        capsys, *common, *options, "--workers", "2", "--output", str(tmp_path / "o.jsonl")
+    )
+    assert code == 0 and out == ""
+    assert (tmp_path / "o.jsonl").read_text(encoding="utf-8") == one
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
