@@ -58,6 +58,10 @@ SMOKE = {
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
     ),
+    "calibration": (
+        "python -m benchmarks.calibration --model data/models/conll2003 --files tests/data/tiny_conll/valid.txt",
+        None,
+    ),
     "early_errors": ("python -m benchmarks.early_errors --repeats 1", None),
     "pretrain_speed": (
         "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
