@@ -18,7 +18,9 @@ EXPORT_HINT = "re-export it from the tool, or split it into several files"
 def refuse_special(path: str | os.PathLike[str]) -> None:
     """A FIFO would block the open and a device never end: one line instead, before anything is opened."""
     if is_special(path):
-        raise AnnotationFormatError(f"{path}: not a regular file (a FIFO, device or socket); expected an export")
+        raise AnnotationFormatError(
+            f"{path}: not a regular file (a FIFO, device or socket); expected an export"
+        )
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

@@ -275,7 +275,12 @@ def test_a_line_beyond_the_real_bound_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "name, fmt",
-    [("export.jsonl", "doccano"), ("export.jsonl", "prodigy"), ("export.json", None), ("export.conll", "conll")]
+    [
+        ("export.jsonl", "doccano"),
+        ("export.jsonl", "prodigy"),
+        ("export.json", None),
+        ("export.conll", "conll"),
+    ]
     + [("export.conllu", None)],
 )
 def test_a_fifo_export_is_one_line_at_once(tmp_path, capsys, name, fmt):
