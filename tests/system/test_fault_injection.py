@@ -58,7 +58,16 @@ def signal_when(
 ) -> tuple[int, str]:
     """Start ``args``, send ``signum`` as soon as ``ready()`` holds (plus ``delay``); its exit code and stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        args,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell starts background jobs with SIGINT ignored, and an ignored SIGINT stays ignored in Python:
+        # give the child the default disposition, as a command typed at a terminal has.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 240
     while not ready():
         assert process.poll() is None, f"finished before the signal: {process.stderr.read()[-2000:]!r}"
