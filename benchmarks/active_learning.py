@@ -38,13 +38,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, SHARED
+from benchmarks.common import ROOT, SHARED, SPLIT_FILES, spread, tiny_corpus_copy
 from ner_app.cli.commands import main as cli_main
 from ner_app.files import write_bytes, write_text
 from ner_app.text.conll import Sentence, read_conll
 
 STRATEGIES = ("random", "least-confidence", "margin", "entropy")
-SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
 
 
 def write_labelled(source: Path, target: Path, sentences: list[Sentence], chosen: list[int]) -> None:
@@ -137,11 +136,6 @@ def _row(r: int, labelled: list[int], sentences: list[Sentence], scores: dict[st
     }
 
 
-def spread(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    return f"{mean:.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
-
-
 def mean_curve(runs: dict[int, list[dict[str, Any]]], key: str) -> list[float]:
     rounds = len(next(iter(runs.values())))
     return [statistics.fmean(rows[r][key] for rows in runs.values()) for r in range(rounds)]
@@ -217,16 +211,6 @@ def chart(results: dict[str, dict[int, list[dict[str, Any]]]], path: Path) -> No
     write_bytes(path, buffer.getvalue())
 
 
-def smoke_data(target: Path, copies: int = 24) -> Path:
-    """tests/data/tiny_conll with ``copies`` copies of its train.txt: a pool to select from."""
-    tiny = ROOT / "tests" / "data" / "tiny_conll"
-    target.mkdir(parents=True, exist_ok=True)
-    for name in SPLIT_FILES:
-        text = (tiny / name).read_text(encoding="utf-8")
-        write_text(target / name, "\n".join([text] * (copies if name == "train.txt" else 1)))
-    return target
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -245,7 +229,7 @@ def main() -> None:
     args = parser.parse_args()
     data, config, extra = args.data, args.config, list(args.overrides)
     if args.smoke:
-        data, config = smoke_data(args.out / "tiny_conll"), ROOT / "configs" / "tiny.yaml"
+        data, config = tiny_corpus_copy(args.out / "tiny_conll"), ROOT / "configs" / "tiny.yaml"
         args.seeds, args.initial, args.batch, args.rounds, args.epochs = args.seeds[:1], 10, 10, 2, 1
         extra = ["elmo.cache_dir=null", *extra]
     if "random" not in args.strategies:

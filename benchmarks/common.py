@@ -259,3 +259,27 @@ def print_table(header: Sequence[str], rows: Iterable[Sequence[object]], left: i
     print("|" + "".join("---|" if i < left else "---:|" for i in range(len(header))))
     for row in rows:
         print("| " + " | ".join(str(cell) for cell in row) + " |", flush=True)
+
+
+SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
+
+
+def tiny_corpus_copy(target: Path, copies: int = 24) -> Path:
+    """tests/data/tiny_conll with ``copies`` copies of its train.txt (a smoke run's corpus: a pool to select
+    from, or enough copies that hiding a share of the tokens leaves every type known somewhere)."""
+    from ner_app.files import write_text
+
+    tiny = ROOT / "tests" / "data" / "tiny_conll"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in SPLIT_FILES:
+        text = (tiny / name).read_text(encoding="utf-8")
+        write_text(target / name, "\n".join([text] * (copies if name == "train.txt" else 1)))
+    return target
+
+
+def spread(values: Sequence[float]) -> str:
+    """``mean ± sample std`` (the mean alone for one value), 2 decimals."""
+    import statistics
+
+    mean = statistics.fmean(values)
+    return f"{mean:.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"

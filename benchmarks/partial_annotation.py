@@ -31,14 +31,13 @@ import random
 import statistics
 from pathlib import Path
 
-from benchmarks.common import ROOT, SHARED, print_table
+from benchmarks.common import ROOT, SHARED, SPLIT_FILES, print_table, spread, tiny_corpus_copy
 from ner_app.cli.commands import main as cli_main
 from ner_app.files import write_text
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import UNKNOWN, convert, detect_scheme
 
 ARMS = ("partial", "as O", "dropped")
-SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
 
 
 def hidden_tokens(train: Path, share: float, seed: int) -> set[int]:
@@ -69,17 +68,6 @@ def write_arm(source: Path, target: Path, arm: str, hidden: set[int], scheme: st
         write_text(target / name, "\n".join(kept))
 
 
-def smoke_data(target: Path, copies: int = 24) -> Path:
-    """tests/data/tiny_conll with ``copies`` copies of its train.txt, so that hiding a share of the tokens
-    leaves every type known somewhere (its one MISC entity included)."""
-    tiny = ROOT / "tests" / "data" / "tiny_conll"
-    target.mkdir(parents=True, exist_ok=True)
-    for name in SPLIT_FILES:
-        text = (tiny / name).read_text(encoding="utf-8")
-        write_text(target / name, "\n".join([text] * (copies if name == "train.txt" else 1)))
-    return target
-
-
 def unknown_share(train: Path) -> float:
     """Share of the training tags that are ``-``."""
     tags = [s.tags for s in read_conll(train)]
@@ -94,11 +82,6 @@ def train_run(config: Path, data: Path, out: Path, seed: int, extra: list[str]) 
         return None
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     return {"dev": metrics["dev"]["f1"], "test": metrics["test"]["f1"]}
-
-
-def spread(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    return f"{mean:.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
 
 
 def main() -> None:
@@ -116,7 +99,11 @@ def main() -> None:
     args = parser.parse_args()
     data, config, seeds, extra = args.data, args.config, args.seeds, list(args.overrides)
     if args.smoke:
-        data, config, seeds = smoke_data(args.out / "tiny_conll"), ROOT / "configs" / "tiny.yaml", seeds[:1]
+        data, config, seeds = (
+            tiny_corpus_copy(args.out / "tiny_conll"),
+            ROOT / "configs" / "tiny.yaml",
+            seeds[:1],
+        )
         extra = ["trainer.max_epochs=1", "trainer.threads=1", *extra]
     if not (data / "train.txt").is_file():
         raise SystemExit(
