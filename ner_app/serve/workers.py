@@ -170,7 +170,10 @@ class WorkerPool:
         for process in processes:
             process.join(timeout=1)  # the pool ends the others with SIGTERM: the first to die is the cause
         codes = [p.exitcode for p in processes if p.exitcode]
-        first = next((c for c in codes if c != -15), codes[0] if codes else None)
+        # The cause first: a signal other than the pool's own SIGTERM (a kill, the OOM killer), then an exit
+        # code other than that SIGTERM's (the survivors of a broken pool may exit with 255 meanwhile).
+        signalled = [c for c in codes if c < 0 and c != -15]
+        first = next(iter(signalled), next((c for c in codes if c != -15), codes[0] if codes else None))
         how = ""
         if first is not None and first < 0:
             how = f" (ended by signal {-first})"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -181,6 +182,10 @@ def test_a_killed_worker_ends_the_command_in_one_line(trained, tmp_path):
     lines = err.decode().strip().splitlines()
     assert process.returncode == 2, err
     assert out == b""
-    assert lines == [
-        "error: --workers: a worker process ended before its work was done (ended by signal 9); nothing was written"
-    ]
+    # The cause is told when the dead worker is still found (the pool may have reaped it already: then the
+    # survivors' exit code is what is left to tell).
+    assert len(lines) == 1 and re.fullmatch(
+        r"error: --workers: a worker process ended before its work was done"
+        r"( \((ended by signal 9|exit code -?\d+)\))?; nothing was written",
+        lines[0],
+    ), lines
