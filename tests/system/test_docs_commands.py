@@ -62,6 +62,11 @@ SMOKE = {
         "python -m benchmarks.calibration --model data/models/conll2003 --files tests/data/tiny_conll/valid.txt",
         None,
     ),
+    "calibration_features": (
+        "python -m benchmarks.calibration_features --dev tests/data/tiny_conll/valid.txt "
+        "--test tests/data/tiny_conll/test.txt --train tests/data/tiny_conll/train.txt --folds 2",
+        None,
+    ),
     "early_errors": ("python -m benchmarks.early_errors --repeats 1", None),
     "pretrain_speed": (
         "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
