@@ -147,7 +147,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any 
 # Keys that name files or folders, in both trees (their fields' PATH metadata; absent ones are skipped: each
 # schema has some of them). "package" is model.glove's name for the packaged GloVe, not a path.
 PATH_KEYS = keys_with(PATH, TrainConfig, BilmPretrainConfig)
-# Keys whose relative path may name a file the repository ships (data/bilm): looked for there when missing
+# Keys whose relative path may name what the repository ships (data/bilm, data/models): looked for there when missing
 # under the config's project root.
 SHIPPED_KEYS = keys_with(SHIPPED, TrainConfig, BilmPretrainConfig)
 REPOSITORY = Path(__file__).resolve().parents[2]  # the folder that holds ner_app/ and, in a clone, data/
@@ -163,8 +163,9 @@ def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
     """Make every relative path of ``cfg`` (from the file or an override) absolute against
     ``project_root(config_path)``, so that a config means the same files from any working directory
     (docs/configuration.md). A relative path of a ``SHIPPED`` key (``elmo.options``, ``elmo.weights``,
-    ``model.init_weights``) that names nothing there but a file of the ner_app repository (``data/bilm``) is
-    that file: a config outside the repository still finds the shipped biLM."""
+    ``model.init_weights``, ``model.init_from``) that names nothing there but a file or folder of the ner_app
+    repository (``data/bilm``, ``data/models``) is that one: a config outside the repository still finds the
+    shipped biLM and the shipped tagger."""
     root = project_root(config_path)
 
     def resolve(value: str, key: str) -> str:
@@ -174,7 +175,7 @@ def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
         if path.is_absolute():
             return str(path)
         found = (root / path).resolve()
-        if key in SHIPPED_KEYS and not found.exists() and (REPOSITORY / path).is_file():
+        if key in SHIPPED_KEYS and not found.exists() and (REPOSITORY / path).exists():
             return str((REPOSITORY / path).resolve())
         return str(found)
 

@@ -28,8 +28,9 @@ class ConfigError(NerAppError):
 # PATH: names a file or folder, resolved against the config's project root (load.resolve_paths);
 # RESUMABLE: --resume may change it (how long and how verbosely to go on, never what is trained on what);
 # OPERATIONAL: changes neither what is trained nor the result (compare groups a recipe's seeds across it);
-# SHIPPED: a file the repository may ship (data/bilm): a relative path missing under the config's project root
-# is then looked for in the ner_app repository (load.resolve_paths), so a config anywhere finds the shipped biLM.
+# SHIPPED: a file or folder the repository may ship (data/bilm, data/models): a relative path missing under the
+# config's project root is then looked for in the ner_app repository (load.resolve_paths), so a config anywhere
+# finds the shipped biLM and tagger.
 PATH, RESUMABLE, OPERATIONAL = {"path": True}, {"resumable": True}, {"operational": True}
 SHIPPED = {"shipped": True}
 
@@ -126,7 +127,7 @@ class ModelConfig:
     dropout: float = 0.5  # dropout on LSTM inputs and outputs
     # an export to continue training (train --init-from): its weights, words and types are kept, the data's
     # new words and types added (docs/own_data.md); the sizes above, the biLM and data.scheme must be its own
-    init_from: str | None = field(default=None, metadata=PATH)
+    init_from: str | None = field(default=None, metadata=PATH | SHIPPED)
 
 
 @dataclass

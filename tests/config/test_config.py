@@ -406,3 +406,19 @@ def test_bilm_filters_that_are_not_pairs_are_refused_naming_the_key() -> None:
     cfg = config_from_dict({"model": {"filters": [[1, 4, 2]]}}, schema=BilmPretrainConfig)
     with pytest.raises(ConfigError, match=r"^config key 'model.filters' must be \[width, channels\] pairs"):
         check_pretrain_config(cfg)
+
+
+def test_a_config_anywhere_finds_the_shipped_tagger_and_bilm(tmp_path: Path) -> None:
+    """model.init_from, elmo.options and model.init_weights name what the repository ships (data/models,
+    data/bilm) from a config outside it; a path that exists beside the config wins, and one that names nothing
+    anywhere stays where the config put it (the error then names that path)."""
+    from ner_app.config.load import REPOSITORY
+
+    text = "model:\n  init_from: data/models/conll2003\nelmo:\n  options: data/bilm/options.json\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.model.init_from == str(REPOSITORY / "data/models/conll2003")
+    assert cfg.elmo.options == str(REPOSITORY / "data/bilm/options.json")
+    (tmp_path / "data/models/conll2003").mkdir(parents=True)
+    assert load_config(write(tmp_path, text)).model.init_from == str(tmp_path / "data/models/conll2003")
+    missing = load_config(write(tmp_path, "model:\n  init_from: data/models/nothing\n"))
+    assert missing.model.init_from == str(tmp_path / "data/models/nothing")
