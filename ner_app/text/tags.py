@@ -201,17 +201,19 @@ def from_entities(spans: Sequence[Span], length: int, scheme: str) -> list[str]:
 
 
 def convert(tags: Sequence[str], source: str, target: str) -> list[str]:
-    """Convert one tag sequence between schemes (targets: IOB1, IOB2/BIO, BIOES); same scheme: a copy.
+    """Convert one tag sequence between schemes (targets: IOB1, IOB2/BIO, BIOES). Within one scheme a fully
+    known sequence is rewritten from its entities, so an ill-formed one (BIOES ``B-X O E-X``) is repaired as
+    every reader repairs it, and a well-formed one comes back unchanged.
 
     ``UNKNOWN`` tags stay as they are. Each run of known tags is converted on its own, and a tag of it
     whose target form depends on an unknown neighbour (IOB2 ``- B-X`` is BIOES ``B-X``, but ``- I-X`` is
     ``B-X`` or ``I-X``) becomes ``UNKNOWN`` too: known tags are never guessed.
     """
     source, target = normalize_scheme(source), normalize_scheme(target)
-    if source == target:
-        return list(tags)
     if UNKNOWN not in tags:
         return from_entities(entities(tags, source), len(tags), target)
+    if source == target:
+        return list(tags)
     out = list(tags)
     start = 0
     while start < len(tags):

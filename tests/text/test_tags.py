@@ -58,6 +58,18 @@ def test_convert_and_round_trip(source: str, target: str) -> None:
     assert convert(converted, target, source) == BY_SCHEME[source]
 
 
+def test_convert_within_a_scheme_repairs_ill_formed_sequences() -> None:
+    """Training reads a BIOES file in BIOES: an ill-formed gold path (a hidden token read as O inside an
+    entity) reaches the CRF repaired, as the lenient reading decodes it, and a well-formed one is unchanged."""
+    broken = ["B-PER", "O", "E-PER", "I-LOC"]
+    repaired = convert(broken, "BIOES", "BIOES")
+    assert repaired == from_entities(entities(broken, "BIOES"), 4, "BIOES")
+    assert repaired != broken and convert(repaired, "BIOES", "BIOES") == repaired
+    for scheme, tags in BY_SCHEME.items():
+        assert convert(tags, scheme, scheme) == tags
+    assert convert(["B-PER", "-", "E-PER"], "BIOES", "BIOES") == ["B-PER", "-", "E-PER"]  # unknown: kept
+
+
 def test_aliases_and_helpers() -> None:
     assert convert(IOB1, "IOB1", "IOB2") == IOB2
     assert convert(IOB1, "IOB1", "BIOES") == BIOES
