@@ -198,6 +198,11 @@ def test_workers_share_the_model_the_fork_server_loaded(trained):
         models = list(pool.ordered(workers._describe, [None] * 4))
         assert len(pool.pids()) == 2
     assert all(model.shared for model in models)
+    default = inspect.signature(Predictor.__init__).parameters["batch_size"].default
+    assert {model.batch_size for model in models} == {default}  # None: the predictor's own default
+    with workers.WorkerPool(2, str(trained / "export"), batch_size=7, max_tokens=300) as pool:
+        model = pool.describe()
+    assert model.shared and (model.batch_size, model.max_tokens) == (7, 300)
 
 
 def test_workers_load_their_own_model_when_the_server_holds_another(trained, tmp_path, capsys):
