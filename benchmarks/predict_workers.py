@@ -5,10 +5,13 @@
 The input is the CoNLL-2003 test sentences as raw text lines (their tokens joined by spaces; the tiny corpus
 without ../shared), repeated ``--copies`` times. Timed, in turn, ``--rounds`` times: ``predict --threads 1``
 (one process, one thread) and ``predict --workers N`` (N processes of one thread), the shipped tagger, start-up
-included. The outputs must be byte-identical. Prints the median wall seconds, lines/s, the speed-up, and the
-load average and the machine's parallel capacity (``parallel_capacity``: what two processes get done against
-one) at the start and the end: on a machine whose cores other work fills, the workers share them with it, and
-the speed-up falls short of what idle cores give.
+included, each on the input and on its first line alone (the start-up). The outputs must be byte-identical.
+Prints the median wall seconds, lines/s, the CPU seconds of all the run's processes (the main process, the
+fork server and the workers, which the command reaps), the start-up, and two speed-ups: whole processes, and
+with each command's start-up taken off (what a larger input approaches). Also the load average and the
+machine's parallel capacity (``parallel_capacity``: what two processes get done against one) at the start and
+the end: on a machine whose cores other work fills, the workers share them with it, and the speed-up falls
+short of what idle cores give.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,6 +33,12 @@ from ner_app.text.conll import read_conll
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_seconds() -> float:
+    """User and system seconds of this process's finished children (and theirs, as each reaps its own)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def spin(_: int) -> float:
@@ -74,33 +84,45 @@ def main() -> None:
         f"load average at the start: {load()}; parallel capacity {parallel_capacity():.2f}x of one process\n"
     )
     times: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    start_up: dict[str, list[float]] = {name: [] for name in runs}
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "in.txt"
+        source, first_line = Path(tmp) / "in.txt", Path(tmp) / "one.txt"
         source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        first_line.write_text(lines[0] + "\n", encoding="utf-8")
         outputs: dict[str, bytes] = {}
         for _ in range(args.rounds):
             for name, extra in runs.items():
-                start = time.perf_counter()
-                done = subprocess.run([*base, "--input", str(source), *extra], capture_output=True, cwd=ROOT)
-                times[name].append(time.perf_counter() - start)
-                if done.returncode != 0:
-                    raise SystemExit(f"{name}: {done.stderr.decode()[-500:]}")
+                for path, wall in ((first_line, start_up[name]), (source, times[name])):
+                    used = cpu_seconds()
+                    start = time.perf_counter()
+                    done = subprocess.run(
+                        [*base, "--input", str(path), *extra], capture_output=True, cwd=ROOT
+                    )
+                    wall.append(time.perf_counter() - start)
+                    if done.returncode != 0:
+                        raise SystemExit(f"{name}: {done.stderr.decode()[-500:]}")
+                cpu[name].append(cpu_seconds() - used)  # the last run's: the whole input
                 outputs[name] = done.stdout
     first, second = outputs.values()
     one, many = (statistics.median(t) for t in times.values())
+    one_up, many_up = (statistics.median(t) for t in start_up.values())
     print_table(
-        ["run", "median wall s", "lines/s", "runs"],
+        ["run", "median wall s", "lines/s", "CPU s, all processes", "start-up wall s (1 line)", "runs"],
         [
             [
                 name,
                 f"{statistics.median(t):.1f}",
                 f"{len(lines) / statistics.median(t):,.0f}",
+                f"{statistics.median(cpu[name]):.1f}",
+                f"{statistics.median(start_up[name]):.1f}",
                 len(t),
             ]
             for name, t in times.items()
         ],
     )
     print(f"\nspeed-up: {one / many:.2f}x; outputs byte-identical: {first == second}")
+    print(f"speed-up with each start-up taken off: {(one - one_up) / (many - many_up):.2f}x")
     print(f"load average at the end: {load()}; parallel capacity {parallel_capacity():.2f}x of one process")
 
 

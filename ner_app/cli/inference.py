@@ -44,7 +44,7 @@ def _set_threads(args: argparse.Namespace) -> None:
 
 def _model(args: argparse.Namespace) -> Path:
     """--model, or the shipped CoNLL-2003 tagger."""
-    from ner_app.serve.api import SHIPPED_MODEL, shipped
+    from ner_app.serve.shipped import SHIPPED_MODEL, shipped
 
     return Path(args.model) if args.model else shipped(SHIPPED_MODEL, "CoNLL-2003 tagger (--model)")
 
@@ -156,7 +156,6 @@ def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
 def predict(args: argparse.Namespace) -> int:
     from ner_app.report.formats import Target, output_format, write_output
     from ner_app.report.predictions_html import entity_types
-    from ner_app.serve.predictor import Predictor, tag_conll
     from ner_app.text.lines import decoded_lines
 
     fmt = output_format(args.format)
@@ -175,7 +174,9 @@ def predict(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers > 1:  # N processes: cli/predict_workers.py
         from ner_app.cli.predict_workers import predict_in_workers
 
-        return predict_in_workers(args, fmt, str(_model(args)), options)
+        return predict_in_workers(args, fmt, str(_model(args)), options)  # torch only in the workers
+    from ner_app.serve.predictor import Predictor, tag_conll
+
     _set_threads(args)
     check_device(args.device)
     from ner_app.text.reliability import note_uncalibrated

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ner_app.cli.arguments import Owned
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
 from ner_app.report.formats import OutputFormat, Target, write_output
@@ -55,7 +56,11 @@ def _run(
     options: ReadingOptions | None,
 ) -> int:
     workers = worker_count(args.workers)
-    with WorkerPool(workers, model, args.device, args.batch_size, args.max_tokens, args.threads or 1) as pool:
+    # --batch-size's default belongs to the predictor: read as such it would import torch here, in the main
+    # process, which only reads, orders and writes (None: the workers' predictor keeps its default)
+    batch_size = vars(args)["batch_size"]
+    batch_size = None if isinstance(batch_size, Owned) else batch_size
+    with WorkerPool(workers, model, args.device, batch_size, args.max_tokens, args.threads or 1) as pool:
         found = pool.describe()
         target = Target(tuple(entity_types(list(found.tags))), name, Path(model).resolve().name)
         lines = decoded_lines(source, name)

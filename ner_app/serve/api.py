@@ -22,6 +22,7 @@ from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
 from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
+from ner_app.serve.shipped import SHIPPED_BILM, SHIPPED_MODEL, shipped
 from ner_app.text.readings import ReadingOptions
 from ner_app.text.records import Entity, Flagged, TaggedLine
 from ner_app.text.reliability import note_uncalibrated
@@ -29,20 +30,6 @@ from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize
 
 __all__ = ["Embedder", "Embedding", "Entity", "Flagged", "TaggedLine", "Tagger", "load_bilm", "load_tagger"]
-
-REPOSITORY = Path(__file__).resolve().parents[2]
-SHIPPED_MODEL = REPOSITORY / "data" / "models" / "conll2003"
-SHIPPED_BILM = REPOSITORY / "data" / "bilm"
-
-
-def shipped(path: Path, what: str) -> Path:
-    """A shipped folder, or one clear line when this installation lacks it (a wheel has no ``data/``)."""
-    if not path.is_dir():
-        raise MissingFileError(
-            f"{path}: the shipped {what} is not in this installation (it comes with the repository's data/ "
-            "folder: install from a clone with pip install -e ., or pass a path)"
-        )
-    return path
 
 
 # ---------------------------------------------------------------- arguments: wrong types fail here, by name

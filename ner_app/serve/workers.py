@@ -1,22 +1,24 @@
-"""``predict --workers N``: N worker processes, each with the export loaded once, tagging a large input in
-input order with the same results as one process.
+"""``predict --workers N``: N worker processes sharing one loaded export, tagging a large input in input
+order with the same results as one process.
 
 Raw text lines go out in tasks of ``LINES_PER_TASK`` lines, a multiple of ``Predictor.tag_lines``'s chunk, so
 that a worker batches exactly the sentences one process would batch together: the records are the same, to the
 last digit of every score. CoNLL sentences are batched as ``Predictor.tag`` batches the whole file
 (``budget_batches``, by length), and whole batches go out, so each batch is again the one a single process runs.
 
-Workers are started with ``forkserver``: a clean single-threaded server process imports torch and the
-predictor once and forks the workers from it, so no thread, lock or open file of the main process is copied
-into them (``fork`` would copy torch's thread pool state) and the imports are paid once, not once per worker
-(``spawn``). A worker that dies (killed, out of memory) breaks the pool: the next result raises
-``WorkerDied``, one line.
+Workers are started with ``forkserver``: a clean single-threaded server process imports torch and loads the
+export once (``worker_preload.py``, with one torch thread) and forks the workers from it, so the imports and
+the load are paid once, not once per worker, the weights are shared copy-on-write, and no thread, lock or open
+file of the main process is copied into them (``fork`` of the main process would copy torch's thread pool
+state). A worker that dies (killed, out of memory) breaks the pool: the next result raises ``WorkerDied``,
+one line.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ner_app.errors import NerAppError
+from ner_app.serve.fork_server import load_predictor, model_request, start_fork_server, stop_fork_server
 from ner_app.text.batching import budget_batches
 from ner_app.text.pieces import Tagged, join_pieces, split_pieces
 from ner_app.text.readings import ReadingOptions
@@ -36,7 +39,6 @@ LINES_PER_TASK = TAG_CHUNK  # raw lines a worker tags at a time: a multiple of T
 # small, so that the last tasks end close together (the pickling per task is a small part of its tagging)
 GROUPS_PER_TASK = 8  # CoNLL: batches a worker runs at a time
 TASKS_AHEAD = 4  # tasks in flight per worker: enough to keep each busy, few enough to bound memory
-PRELOAD = ["ner_app.serve.predictor"]  # what the forkserver imports once for all workers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,24 +59,31 @@ class WorkerModel:
     batch_size: int
     max_tokens: int | None
     document_context: bool
+    shared: bool  # whether the worker uses the fork server's loaded export (False: it loaded its own)
 
 
 # ------------------------------------------------------------------ inside a worker
 _predictor: Any = None
 _load_error: NerAppError | None = None
+_shared = False
 
 
-def _load(model: str, device: str, batch_size: int, max_tokens: int | None, threads: int) -> None:
-    """The worker's initializer: torch with ``threads`` threads and the export loaded once. A user's mistake
-    (a bad export) is kept and raised by the first task, so that the main process reports it in one line."""
-    global _predictor, _load_error
+def _load(request: str, threads: int) -> None:
+    """The worker's initializer: torch with ``threads`` threads and the export of ``request``: the fork
+    server's (already loaded, shared) when it loaded the same, else loaded here. A user's mistake (a bad
+    export) is kept and raised by the first task, so that the main process reports it in one line."""
+    global _predictor, _load_error, _shared
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to report (worker_preload.py)
     import torch
 
     torch.set_num_threads(threads)
-    from ner_app.serve.predictor import Predictor
+    from ner_app.serve import worker_preload
 
+    if worker_preload.loaded is not None and worker_preload.loaded[0] == request:
+        _predictor, _shared = worker_preload.loaded[1], True
+        return
     try:
-        _predictor = Predictor.from_export(model, device=device, batch_size=batch_size, max_tokens=max_tokens)
+        _predictor = load_predictor(request)
     except NerAppError as err:
         _load_error = NerAppError(str(err))  # the base class: any subclass's message, and it always pickles
 
@@ -95,6 +104,7 @@ def _describe(_: None) -> WorkerModel:
         p.batch_size,
         p.max_tokens,
         elmo is not None and elmo.context == "document",
+        _shared,
     )
 
 
@@ -118,26 +128,25 @@ def usable_cores() -> int:
 
 
 class WorkerPool:
-    """``workers`` processes with the export ``model`` loaded, each with ``threads`` torch threads."""
+    """``workers`` processes with the export ``model`` loaded, each with ``threads`` torch threads. The fork
+    server starts here, loading the export while the caller reads its input."""
 
     def __init__(
         self,
         workers: int,
         model: str,
         device: str = "cpu",
-        batch_size: int = 64,
+        batch_size: int | None = None,
         max_tokens: int | None = None,
         threads: int = 1,
     ) -> None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        request = model_request(model, device, batch_size, max_tokens)
+        start_fork_server(request)
         self.workers = workers
         self._known: dict[int, Any] = {}
         self._executor = ProcessPoolExecutor(
-            workers,
-            mp_context=context,
-            initializer=_load,
-            initargs=(model, device, batch_size, max_tokens, threads),
+            workers, mp_context=context, initializer=_load, initargs=(request, threads)
         )
 
     def __enter__(self) -> WorkerPool:
@@ -152,14 +161,16 @@ class WorkerPool:
         return self._known
 
     def close(self) -> None:
-        """Stop at once: queued work is dropped, running workers are ended (nothing of theirs is kept)."""
+        """Stop at once: queued work is dropped, running workers are ended (nothing of theirs is kept), and the
+        fork server with its copy of the model."""
         processes = list(self._processes().values())
-        self._executor.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():
                 process.terminate()
         for process in processes:
-            process.join(timeout=5)
+            process.join(timeout=5)  # their exit codes come through the fork server: before it ends
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        stop_fork_server()
 
     def pids(self) -> list[int]:
         """The worker processes' ids (those started so far)."""

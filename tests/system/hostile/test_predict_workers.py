@@ -19,7 +19,7 @@ import pytest
 from ner_app.cli.commands import main
 from ner_app.cli.predict_workers import worker_count
 from ner_app.report.formats import FORMATS
-from ner_app.serve import workers
+from ner_app.serve import fork_server, workers
 from ner_app.serve.predictor import Predictor
 from tests.helpers import ROOT, TINY, one_error_line
 
@@ -189,3 +189,90 @@ def test_a_killed_worker_ends_the_command_in_one_line(trained, tmp_path):
         r"( \((ended by signal 9|exit code -?\d+)\))?; nothing was written",
         lines[0],
     ), lines
+
+
+def test_workers_share_the_model_the_fork_server_loaded(trained):
+    """The fork server loads the export once; every worker is a fork of it and uses that model."""
+    fork_server.stop_fork_server()  # a server left by another user of forkserver in this process
+    with workers.WorkerPool(2, str(trained / "export")) as pool:
+        models = list(pool.ordered(workers._describe, [None] * 4))
+        assert len(pool.pids()) == 2
+    assert all(model.shared for model in models)
+    default = inspect.signature(Predictor.__init__).parameters["batch_size"].default
+    assert {model.batch_size for model in models} == {default}  # None: the predictor's own default
+    with workers.WorkerPool(2, str(trained / "export"), batch_size=7, max_tokens=300) as pool:
+        model = pool.describe()
+    assert model.shared and (model.batch_size, model.max_tokens) == (7, 300)
+
+
+def test_workers_load_their_own_model_when_the_server_holds_another(trained, tmp_path, capsys):
+    """A fork server that is already running with another export is kept: the workers load theirs."""
+    export = str(trained / "export")
+    fork_server.stop_fork_server()
+    fork_server.start_fork_server(fork_server.model_request(export, "cpu", 7, None))
+    lines = raw_lines(workers.LINES_PER_TASK + 30)
+    with workers.WorkerPool(2, export) as pool:
+        assert not pool.describe().shared
+        tagged = list(pool.tag_text(lines))
+    assert tagged == list(Predictor.from_export(export).tag_lines(lines))
+
+
+def test_the_main_process_does_not_import_torch(trained, tmp_path):
+    """The main process only reads, orders and writes: torch is imported and the model loaded in the fork
+    server, once."""
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(raw_lines(20)) + "\n", encoding="utf-8")
+    code = (
+        "import sys\nfrom ner_app.cli.commands import main\n"
+        f"code = main(['predict', '--model', {str(trained / 'export')!r}, '--input', {str(source)!r}, "
+        "'--workers', '2', '--output', sys.argv[1]])\n"
+        "print(code, 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out.jsonl")], capture_output=True, text=True, env=env
+    )
+    assert done.stdout.split() == ["0", "False"], done.stderr
+    assert len((tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 20
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the processes in /proc")
+@pytest.mark.parametrize("when", ["starting", "tagging"])
+def test_ctrl_c_ends_the_command_in_one_line(trained, when):
+    """Ctrl-C reaches the whole process group (the main process, the fork server, the workers), while the
+    server still loads the model or while the workers tag: one line, exit 130, no traceback, nothing written."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "ner_app", "predict", "--model", str(trained / "export"), "--input", "-"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert process.stdin is not None
+    depth, count = (
+        (1, 2) if when == "starting" else (2, 2)
+    )  # the resource tracker and the server; the workers
+    try:
+        process.stdin.write(("\n".join(raw_lines(workers.LINES_PER_TASK * 3)) + "\n").encode())
+        process.stdin.flush()
+        deadline, found = time.monotonic() + 120, []
+        while time.monotonic() < deadline and len(found) < count:
+            found = [p for p, d in _descendants(process.pid).items() if d == depth]
+            time.sleep(0.01)
+        assert len(found) >= count, "the processes never started"
+        os.killpg(process.pid, signal.SIGINT)
+    except BrokenPipeError:
+        pass
+    stdin, process.stdin = process.stdin, None
+    with contextlib.suppress(BrokenPipeError):
+        stdin.close()
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert out == b""
+    assert err.decode().strip().splitlines() == [
+        "interrupted by Ctrl-C before the command finished; files it was writing were removed"
+    ]

@@ -1,0 +1,62 @@
+"""The fork server of ``predict --workers`` (``serve/workers.py``): started with the export to load, so that
+it loads it once (``worker_preload.py``) and every worker forked from it shares the loaded weights; ended with
+the pool. Nothing here imports torch: the main process only starts and stops the server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+PRELOAD = ["ner_app.serve.worker_preload"]  # what the fork server imports (and loads) once for all workers
+MODEL_ENV = "NER_APP_WORKER_MODEL"  # the export the fork server loads (a model_request)
+
+
+def model_request(model: str, device: str, batch_size: int | None, max_tokens: int | None) -> str:
+    """What the fork server loads, as a string that the workers compare with their own (``batch_size`` None:
+    the predictor's default, so that the main process need not import the predictor, and torch, to know it)."""
+    return json.dumps([str(Path(model).resolve()), device, batch_size, max_tokens])
+
+
+def load_predictor(request: str) -> Any:
+    """The ``Predictor`` of a ``model_request`` (torch is imported here, in the fork server or a worker)."""
+    from ner_app.serve.predictor import Predictor
+
+    model, device, batch_size, max_tokens = json.loads(request)
+    sized = {} if batch_size is None else {"batch_size": batch_size}
+    return Predictor.from_export(model, device=device, max_tokens=max_tokens, **sized)
+
+
+def start_fork_server(request: str) -> None:
+    """Start the fork server with ``MODEL_ENV`` set to ``request`` in its environment, so that it loads that
+    export before it forks a worker. A server already running (another user of ``forkserver`` in this
+    process) is kept: the workers load the export themselves when it holds another."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    previous = os.environ.get(MODEL_ENV)
+    os.environ[MODEL_ENV] = request
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if previous is None:
+            del os.environ[MODEL_ENV]
+        else:
+            os.environ[MODEL_ENV] = previous
+
+
+def stop_fork_server() -> None:
+    """End the fork server at once, even while it is still loading: a worker start still queued there would
+    otherwise run after the pool is gone (Ctrl-C during start-up) and print a traceback, and a long-lived
+    process would keep the model in memory. The next pool starts a new server. multiprocessing has no public
+    way to stop it; without these internals the server ends with this process, as it did before."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)
+    if pid is None or stop is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    stop()  # closes its end of the "alive" pipe, reaps the server, removes its socket

@@ -1,0 +1,42 @@
+"""Imported by ``predict --workers``'s fork server before it forks any worker (``serve/fork_server.py``): torch,
+the predictor, and the export that ``MODEL_ENV`` names, loaded once with one torch thread.
+
+Every worker is a fork of that server, so it starts with the model already loaded and shares its weights
+with the others, copy-on-write (inference never writes them), instead of loading the export itself. Nothing
+here runs a parallel region (one thread), so the server stays safe to fork: each worker sets its own thread
+count and starts its own pool. A load that fails leaves ``loaded`` empty: the worker then loads the export
+itself and reports the user's mistake in one line, as before; an exception here would end the fork server.
+
+Ctrl-C reaches the whole process group: the main process reports it in one line and ends the workers, so the
+server and the workers ignore SIGINT (set here, before the imports, and inherited by every fork), rather than
+each printing a traceback of wherever the signal found it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+from ner_app.serve.fork_server import MODEL_ENV, load_predictor  # noqa: E402 (after SIGINT is ignored)
+
+# (the request it was loaded for, the predictor): a worker uses it only when its own request is the same
+loaded: tuple[str, Any] | None = None
+
+
+def _load(request: str) -> tuple[str, Any] | None:
+    import torch
+
+    try:
+        torch.set_num_threads(1)
+        return request, load_predictor(request)
+    except Exception:  # any failure: the worker loads the export again and says what is wrong
+        return None
+
+
+if os.environ.get(MODEL_ENV):
+    loaded = _load(os.environ[MODEL_ENV])
+else:  # the torch and predictor imports, paid once for all workers
+    import ner_app.serve.predictor  # noqa: F401
