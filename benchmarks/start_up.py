@@ -8,8 +8,9 @@ slows both alike; the first round of each is a warm-up (file cache, and the froz
 keep one) and left out. Each round also runs the same command through a small driver that times its phases in
 the process: interpreter start and exit, imports (the CLI and the predictor modules: torch, and Lightning in
 versions that import it), load (``Predictor.from_export``: the export read, checked and built), and the rest
-(argument parsing, imports done on the way, tagging, output). Prints the median wall seconds, the phases, the
-ratio, and the load average at the start and the end.
+(argument parsing, imports done on the way, tagging, output). Prints the median wall seconds, the median CPU
+seconds (user + system: on a busy machine the closer estimate of an idle machine's wall time, since predict
+runs one thread), the phases, the ratios, and the load average at the start and the end.
 
 Both checkouts use one fresh ``XDG_CACHE_HOME``, so the first ``after`` run, reported apart, is the one that
 fills the cache (a user's first ``predict`` after installing or upgrading the GloVe package).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,6 +64,7 @@ def load() -> str:
 def one_run(checkout: Path, arguments: list[str], env: dict[str, str], phases: bool) -> dict[str, float]:
     """Wall seconds of one whole process (``wall``), and with ``phases`` the phases as the driver saw them."""
     head = [sys.executable, "-c", DRIVER] if phases else [sys.executable, "-m", "ner_app"]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [*head, *arguments],
@@ -71,10 +74,12 @@ def one_run(checkout: Path, arguments: list[str], env: dict[str, str], phases: b
         text=True,
     )
     seconds = time.perf_counter() - start
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
     if done.returncode != 0 or '"Angela Merkel"' not in done.stdout:
         raise SystemExit(f"{checkout}: predict failed: {done.stderr.strip()[-500:]}")
     if not phases:
-        return {"wall": seconds}
+        return {"wall": seconds, "cpu": cpu}
     found = json.loads(done.stderr.rsplit("PHASES ", 1)[1].splitlines()[0])
     rest = found["main"] - found["load"]
     start_s = seconds - found["imports"] - found["main"]  # interpreter start, site, exit
@@ -99,6 +104,7 @@ def main() -> None:
     )
     print(f"load average at the start: {load()}\n")
     plain: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}  # user + system seconds: less hit by load
     phased: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory() as tmp:
         text = Path(tmp) / "one.txt"
@@ -108,20 +114,22 @@ def main() -> None:
         first = 0.0
         for round_ in range(args.rounds + 1):
             for name, checkout in sides.items():
-                seconds = one_run(checkout, arguments, env, phases=False)["wall"]
+                run = one_run(checkout, arguments, env, phases=False)
                 if not round_:  # round 0 warms the file cache (and fills the frozen-row cache)
-                    first = seconds if name == "after" else first
+                    first = run["wall"] if name == "after" else first
                     continue
-                plain[name].append(seconds)
+                plain[name].append(run["wall"])
+                cpu[name].append(run["cpu"])
                 phased[name].append(one_run(checkout, arguments, env, phases=True))
     print_table(
-        ["checkout", "median s", "min s", "max s", "runs"],
+        ["checkout", "median s", "min s", "max s", "median CPU s", "runs"],
         [
             [
                 f"{name} ({sides[name]})",
                 f"{statistics.median(t):.2f}",
                 f"{min(t):.2f}",
                 f"{max(t):.2f}",
+                f"{statistics.median(cpu[name]):.2f}",
                 len(t),
             ]
             for name, t in plain.items()
@@ -146,6 +154,8 @@ def main() -> None:
     )
     before, after = (statistics.median(plain[name]) for name in sides)
     print(f"\nafter / before: {after / before:.2f} of the time ({before / after:.2f}x faster)")
+    cpu_before, cpu_after = (statistics.median(cpu[name]) for name in sides)
+    print(f"CPU seconds, after / before: {cpu_after / cpu_before:.2f} ({cpu_before / cpu_after:.2f}x fewer)")
     print(f"load average at the end: {load()}")
 
 
