@@ -146,9 +146,8 @@ def rebuild_frozen_rows(spec: TaggerSpec, reference: Any, source: str) -> torch.
         )
     try:
         cache = cache_path(reference.get("sha256"), package_stamp())  # the package's files, not yet read
-        cached = (
-            None if cache is None else read_rows(cache, (len(words), spec.sizes.word_dim), cache.name[:64])
-        )
+        shape = (len(words), spec.sizes.word_dim)
+        cached = None if cache is None else read_rows(cache, shape, reference["sha256"])
         if cached is not None:  # the very rows the export records (their sha256 checked)
             return torch.from_numpy(cached)
         rows = package_rows(words)
