@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,13 +30,20 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def xdg(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the module: a 76 MB file at a time, not one per test."""
+    return tmp_path_factory.mktemp("xdg")
+
+
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(xdg: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache folder of our own, and the file the shipped tagger's rows go to."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    shutil.rmtree(xdg / "ner_app", ignore_errors=True)
     _, data = read_spec(SHIPPED_MODEL / "tagger.json")
     path = cache_path(data[FROZEN_KEY]["sha256"], package_stamp())
-    assert path is not None and path.parent == tmp_path / "xdg" / "ner_app" / "frozen_rows"
+    assert path is not None and path.parent == xdg / "ner_app" / "frozen_rows"
     return path
 
 
