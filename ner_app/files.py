@@ -360,6 +360,8 @@ def read_json(
         if depth > MAX_JSON_DEPTH:
             raise error(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if {dict, list}.isdisjoint(map(type, children)):  # a loop in C: a list of 400k words holds no nesting
+            continue
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return value
 

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 import torch
 
@@ -22,6 +22,9 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.options import BilmOptions, read_options, write_options
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
+
+if TYPE_CHECKING:
+    import h5py  # imported where a file is read or written: a tagger without ELMo never needs it (0.2 s)
 
 
 class WeightFileError(NerAppError):
@@ -120,6 +123,8 @@ def _split_setter(w_in: torch.Tensor, w_state: torch.Tensor, n_in: int) -> Sette
 
 
 def _datasets(f: h5py.File) -> set[str]:
+    import h5py
+
     names: set[str] = set()
     f.visititems(lambda name, obj: names.add(name) if isinstance(obj, h5py.Dataset) else None)
     return names
@@ -140,6 +145,8 @@ def _hdf5_errors(path: Path) -> Iterator[None]:
 
 def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Fill ``bilm`` from a weights hdf5 in the public ELMo layout, checking every dataset first."""
+    import h5py
+
     path = Path(weights_path)
     if not path.is_file():
         raise WeightFileError(f"{path}: no such weight file")
@@ -176,6 +183,8 @@ def load_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
 
 def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
     """Write ``bilm`` as a weights hdf5 in the public ELMo layout (float32); reading it back is exact."""
+    import h5py
+
     # Built in memory, then written with plain file I/O: a full disk is then an OSError from write(), where
     # h5py writing to disk crashed the process after its own error (docs/reliability.md).
     buffer = io.BytesIO()
@@ -191,6 +200,8 @@ def save_weights(bilm: BidirectionalLM, weights_path: str | Path) -> None:
 def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
     """The options' sizes against the hdf5's dataset shapes, before the biLM is built: a wrong or hostile
     options.json fails here, naming the key, instead of allocating what it asks for."""
+    import h5py
+
     path = Path(weights_path)
     try:
         f = h5py.File(path, "r")

@@ -7,9 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import h5py
 import numpy as np
 import torch
 
@@ -28,6 +27,9 @@ from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar
 from ner_app.text.batching import budget_batches
 from ner_app.text.lines import read_lines
+
+if TYPE_CHECKING:
+    import h5py  # imported where a file is written: predict, which imports this module, never needs it
 from ner_app.text.runs import id_runs
 from ner_app.text.tokenizer import Token, tokenize
 
@@ -158,6 +160,8 @@ def write_lines(
     """The one embed reader: read the input lines (``read_sentences``), check the disk for ``floats`` float32
     numbers a line, run ``layer_batches`` and let ``write`` put each batch into the hdf5 file (``header``
     writes the file's attributes first); the file appears whole or not at all. Returns the number of lines."""
+    import h5py
+
     sentences, offsets = read_sentences(input_path, tokenize_lines)
     check_free_space(output_path, hdf5_size([floats(s) for s in sentences]))
     bilm = bilm.to(device).eval()

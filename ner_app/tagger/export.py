@@ -19,7 +19,15 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, read_json, refuse_foreign
-from ner_app.tagger.glove import PACKAGE, GloveMissingError, package_rows, package_version, rows_sha256
+from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
+from ner_app.tagger.glove import (
+    PACKAGE,
+    GloveMissingError,
+    package_rows,
+    package_stamp,
+    package_version,
+    rows_sha256,
+)
 from ner_app.tagger.integrity import (
     INTEGRITY_KEY,
     check_spec_sizes,
@@ -137,6 +145,11 @@ def rebuild_frozen_rows(spec: TaggerSpec, reference: Any, source: str) -> torch.
             f"{source}: '{FROZEN_KEY}' records {reference.get('rows')} rows, the vocabulary has {len(words)}"
         )
     try:
+        cache = cache_path(reference.get("sha256"), package_stamp())  # the package's files, not yet read
+        shape = (len(words), spec.sizes.word_dim)
+        cached = None if cache is None else read_rows(cache, shape, reference["sha256"])
+        if cached is not None:  # the very rows the export records (their sha256 checked)
+            return torch.from_numpy(cached)
         rows = package_rows(words)
     except GloveMissingError:
         raise ExportError(
@@ -150,6 +163,8 @@ def rebuild_frozen_rows(spec: TaggerSpec, reference: Any, source: str) -> torch.
             f"{source}: the installed GloVe package ({PACKAGE} {package_version()}) gives other vectors for "
             f"this model's frozen words than it was made with; install {wanted}"
         )
+    if cache is not None:
+        write_rows(cache, rows.numpy())  # best effort: a folder that cannot be written leaves a slower load
     return rows
 
 

@@ -163,10 +163,25 @@ def package_version() -> str | None:
         return None
 
 
-def rows_sha256(rows: torch.Tensor) -> str:
+def rows_sha256(rows: torch.Tensor | np.ndarray) -> str:
     """sha256 of float32 rows (N, D) as little-endian bytes, row after row."""
-    data = np.ascontiguousarray(rows.detach().cpu().numpy().astype("<f4", copy=False))
-    return hashlib.sha256(data.tobytes()).hexdigest()
+    array = rows.detach().cpu().numpy() if isinstance(rows, torch.Tensor) else rows
+    data = np.ascontiguousarray(array.astype("<f4", copy=False))
+    return hashlib.sha256(data.data.cast("B")).hexdigest()  # the array's own bytes: no copy
+
+
+def package_stamp() -> str:
+    """The installed GloVe package as a cache key: its version and its two files' paths, sizes and times.
+    Raises ``GloveMissingError`` without the package."""
+    root = Path(_import_package().ROOT).resolve()
+    parts = [PACKAGE, str(package_version())]
+    for name in (_EMB_FILE, _INDEX_FILE):
+        try:
+            stat = (root / name).stat()
+        except OSError:
+            raise NerAppError(f"the GloVe package '{PACKAGE}' lacks its file {root / name}") from None
+        parts += [str(root / name), str(stat.st_size), str(stat.st_mtime_ns)]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def package_rows(words: Sequence[str]) -> torch.Tensor:

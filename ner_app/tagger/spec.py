@@ -253,9 +253,9 @@ class TaggerSpec:
                 f"{source}: key 'calibration.temperature': expected a number in [{MIN_TEMPERATURE}, "
                 f"{MAX_TEMPERATURE}], found {c.temperature}"
             )
-        if len(set(spec.words.tokens)) != len(spec.words.tokens) or not 0 < spec.num_trainable_words <= len(
-            spec.word_vocab
-        ):
+        # the vocabulary's own index finds repeats (it keeps the first): no second set of 400k words
+        entries = len(spec.words.tokens) + (2 if spec.words.specials else 0)
+        if len(spec.word_vocab) != entries or not 0 < spec.num_trainable_words <= len(spec.word_vocab):
             raise SpecError(
                 f"{source}: vocab.words has duplicates or vocab.num_trainable_words is out of range"
             )

