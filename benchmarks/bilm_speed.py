@@ -9,7 +9,7 @@ implementation's structure: char CNN on every padded position, then z = [x_t; h_
 the whole padded batch with masked state updates. Data: seeded sentences of 20-30 tokens drawn Zipf-like from
 ~2000 made-up words. Every implementation is warmed up once, then timed one forward pass at a time, the
 implementations in turn (``common.interleaved``). Prints a markdown table of median tokens/s (real tokens,
-without <S>/</S>).
+without <S>/</S>), and the matmul and convolution FLOPs of one forward of each on the timed batch.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.common import SIZES, Baseline, interleaved, machine, make_sentences, print_table, random_bilm
 from ner_app.bilm import batch_to_ids, load_bilm, save_bilm
@@ -55,6 +56,13 @@ def cpu_rows(ours: torch.nn.Module, baseline: Baseline, batch: int, repeats: int
     return [
         (name, "cpu", "bf16" if "bf16" in name else "fp32", batch, tokens / medians[name]) for name in timed
     ]
+
+
+def count_flops(model: Callable[[torch.Tensor], object], ids: torch.Tensor) -> float:
+    """Matmul and convolution FLOPs of one forward (``torch.utils.flop_counter.FlopCounterMode``)."""
+    with FlopCounterMode(display=False) as counter:
+        model(ids)
+    return float(counter.get_total_flops())
 
 
 def on_gpu(model: torch.nn.Module, ids: torch.Tensor, dtype: torch.dtype) -> object:
@@ -102,13 +110,16 @@ def main() -> None:
         if not torch.allclose(expected, got, atol=1e-4):
             raise RuntimeError(f"baseline and ner_app biLM disagree: max abs diff {diff:.2e}")
 
+        timed = batch_to_ids(make_sentences(args.batch))  # the batch cpu_rows times
+        flops = {name: count_flops(model, timed) for name, model in (("ours", ours), ("baseline", baseline))}
         rows = cpu_rows(ours, baseline, args.batch, args.repeats)
         if torch.cuda.is_available():
             rows += gpu_rows(ours, [int(b) for b in args.gpu_batches.split(",")], args.repeats)
 
     print(
         f"{machine()}; biLM '{args.size}' {n_params:,} parameters; median of {args.repeats}; "
-        f"check vs baseline: max abs diff {diff:.1e}\n"
+        f"check vs baseline: max abs diff {diff:.1e}; matmul and convolution GFLOP per CPU forward: ours "
+        f"{flops['ours'] / 1e9:.2f}, baseline {flops['baseline'] / 1e9:.2f} ({flops['baseline'] / flops['ours']:.2f}x)\n"
     )
     base = rows[0][4]
     header = ["implementation", "device", "dtype", "batch", "tokens/s", "speedup vs baseline"]

@@ -1,13 +1,15 @@
 """Whole-process ``embed`` against a per-timestep implementation of the reference, start-up and loading included.
 
     python -m benchmarks.embed_process [--size original|small|tiny] [--sentences 256] [--threads 2] [--repeats 3]
+                                       [--before CHECKOUT]
 
 Writes a random biLM of the given shape and a file of seeded sentences (``common.random_bilm`` and
 ``common.make_sentences``), then times whole processes side by side, one at a time in turn
 (``common.interleaved``, no warm-up): ``python -m ner_app embed`` in fp32 and in bf16, and this module's
 ``--baseline`` worker, which loads the same hdf5 with h5py, runs ``common.Baseline`` (char CNN on every padded
 position, one time step at a time) over batches of 64 in file order and writes every layer to hdf5 the same
-way. Prints a markdown table of median wall seconds and real tokens/s.
+way. ``--before CHECKOUT`` adds that checkout's ``embed`` (fp32 and bf16, run from its own folder) to the same
+rounds, for a before/after ratio. Prints a markdown table of median wall seconds and real tokens/s.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main() -> None:
     add("--sentences", type=int, default=256)
     add("--threads", type=int, default=2)
     add("--repeats", type=int, default=3)
+    add("--before", type=Path, help="another checkout whose embed joins the rounds (fp32 and bf16)")
     add("--baseline", nargs=4, metavar=("OPTIONS", "WEIGHTS", "INPUT", "OUTPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
@@ -99,8 +102,13 @@ def main() -> None:
             "ner_app embed, fp32": embed,
             "ner_app embed, bf16 autocast": [*embed, "--precision", "bf16"],
         }
+        folders = dict.fromkeys(commands, ROOT)
+        if args.before is not None:  # ``python -m ner_app`` imports the package of its working folder
+            for name in ("ner_app embed, fp32", "ner_app embed, bf16 autocast"):
+                commands[f"before: {name}"] = commands[name]
+                folders[f"before: {name}"] = args.before.resolve()
         processes = {
-            name: partial(subprocess.run, command, cwd=ROOT, check=True, capture_output=True)
+            name: partial(subprocess.run, command, cwd=folders[name], check=True, capture_output=True)
             for name, command in commands.items()
         }
         medians = {name: m.median for name, m in interleaved(processes, args.repeats, warmup=0).items()}

@@ -36,16 +36,19 @@ from ner_app.pretrain.run import bilm_options
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
 from ner_app.pretrain.vocab import SoftmaxVocab
 
-# name: (batch size, bf16 autocast, char CNN without the padding tail)
+# name: (batch size, bf16 autocast, char CNN without the padding tail, the char CNN's max passing its gradient
+# to one window); "today" is the original code path, "...-argmax" the default one
 VARIANTS = {
-    "today": (64, False, False),
-    "trim": (64, False, True),
-    "trim-bf16": (64, True, True),
-    "trim-b128": (128, False, True),
-    "trim-b128-bf16": (128, True, True),
-    "trim-b256": (256, False, True),
-    "trim-b256-bf16": (256, True, True),
-    "trim-b512-bf16": (512, True, True),
+    "today": (64, False, False, False),
+    "trim": (64, False, True, False),
+    "trim-argmax": (64, False, True, True),
+    "trim-bf16": (64, True, True, False),
+    "trim-bf16-argmax": (64, True, True, True),
+    "trim-b128": (128, False, True, False),
+    "trim-b128-bf16": (128, True, True, False),
+    "trim-b256": (256, False, True, False),
+    "trim-b256-bf16": (256, True, True, False),
+    "trim-b512-bf16": (512, True, True, False),
 }
 
 
@@ -62,7 +65,7 @@ class Variant:
 
     def __init__(self, name: str, cfg: BilmPretrainConfig, corpus: Any, vocab: SoftmaxVocab) -> None:
         self.name = name
-        self.batch, self.bf16, self.trim = VARIANTS[name]
+        self.batch, self.bf16, self.trim, self.argmax = VARIANTS[name]
         t = cfg.train
         torch.manual_seed(cfg.seed)
         self.module = BilmLanguageModel(
@@ -96,7 +99,7 @@ class Variant:
 
     def step(self) -> float:
         """Seconds of one training step (the batch is made before the clock starts)."""
-        set_code_paths(self.module, trim_tail=self.trim)
+        set_code_paths(self.module, trim_tail=self.trim, argmax_grad=self.argmax)
         batch = self.next_batch()
         start = timer()
         with self.autocast():
@@ -115,7 +118,7 @@ class Variant:
 
     def parts(self) -> dict[str, float]:
         """Seconds of one step's parts: token encoder, LSTM stacks, softmax, backward, clip + optimiser."""
-        set_code_paths(self.module, trim_tail=self.trim)
+        set_code_paths(self.module, trim_tail=self.trim, argmax_grad=self.argmax)
         m, batch = self.module, self.next_batch()
         if batch["window"] == 0:
             m.states = {"forward": None, "backward": None}
@@ -234,7 +237,7 @@ def main() -> None:
                 v.name,
                 f"{v.batch}x{cfg.train.unroll_steps}",
                 "bf16-mixed" if v.bf16 else "32-true",
-                "trimmed" if v.trim else "50 ids",
+                ("trimmed" if v.trim else "50 ids") + (", argmax" if v.argmax else ""),
                 f"{step * 1e3:.0f}",
                 f"{speed:,.0f}",
                 f"{speed / base_speed:.2f}x",

@@ -131,12 +131,18 @@ class BidirectionalLM(nn.Module):
 
 
 def set_code_paths(
-    module: nn.Module, torch_lstm: TorchLstmUse | None = None, trim_tail: bool | None = None
+    module: nn.Module,
+    torch_lstm: TorchLstmUse | None = None,
+    trim_tail: bool | None = None,
+    argmax_grad: bool | None = None,
 ) -> None:
     """Set the code path of every biLM cell and char CNN inside ``module`` (a biLM, or a model holding one, as
-    built by the library); None keeps a setting. Every path computes the same function (docs/performance.md)."""
+    built by the library); None keeps a setting. Every path computes the same function, and ``argmax_grad`` the
+    same gradient up to rounding in fp32 (docs/performance.md)."""
     for part in module.modules():
         if torch_lstm is not None and isinstance(part, LstmCellWithProjection):
             part.torch_lstm = torch_lstm
         if trim_tail is not None and isinstance(part, CharCNN):
             part.trim_tail = trim_tail
+        if argmax_grad is not None and isinstance(part, CharCNN):
+            part.argmax_grad = argmax_grad

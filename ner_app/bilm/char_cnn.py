@@ -21,6 +21,12 @@ class CharCNN(nn.Module):
 
     ``trim_tail`` (default True): skip the padding positions that cannot change the result
     (``trim_constant_tail``); False convolves all 50 positions, the original code path.
+
+    ``argmax_grad`` (default True): with autograd, each feature's max over positions passes its gradient to one
+    window, the first maximum (``max(dim).values``), instead of splitting it among tied windows (``amax``, TF's
+    ``reduce_max`` gradient, the original code path). In fp32 the ties are windows over the same characters (the
+    padding tail), so the weights get the same gradient up to rounding; the backward pass skips ``amax``'s
+    tie mask over every (token, filter, position). The forward values are the same either way.
     """
 
     def __init__(
@@ -29,9 +35,10 @@ class CharCNN(nn.Module):
         filters: Sequence[Sequence[int]],
         activation: str = "relu",
         trim_tail: bool = True,
+        argmax_grad: bool = True,
     ) -> None:
         super().__init__()
-        self.trim_tail = trim_tail
+        self.trim_tail, self.argmax_grad = trim_tail, argmax_grad
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, found {activation!r}")
         # Row 0 is the "no character" padding id and stays zero: it is not stored in the weight file.
@@ -46,8 +53,16 @@ class CharCNN(nn.Module):
             char_ids = trim_constant_tail(char_ids, max(conv.kernel_size[0] for conv in self.convs))
         x = self.char_embed(char_ids).transpose(1, 2)  # (N, d, L), L <= 50
         act = _ACTIVATIONS[self.activation]
+        one_window = self.argmax_grad and torch.is_grad_enabled()
         # Max over positions first, then the activation, as the reference does.
-        return torch.cat([act(conv(x).amax(dim=-1)) for conv in self.convs], dim=-1)  # (N, F)
+        return torch.cat(
+            [act(_max_over_positions(conv(x), one_window)) for conv in self.convs], dim=-1
+        )  # (N, F)
+
+
+def _max_over_positions(features: torch.Tensor, one_window: bool) -> torch.Tensor:
+    """(N, K, L) -> (N, K); ``one_window``: the gradient goes to the first maximum only (``CharCNN``)."""
+    return features.max(dim=-1).values if one_window else features.amax(dim=-1)
 
 
 def trim_constant_tail(char_ids: torch.Tensor, width: int) -> torch.Tensor:

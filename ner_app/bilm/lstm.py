@@ -19,9 +19,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ner_app.bilm.module_list import Layers
+from ner_app.bilm.recurrence import State, autograd_steps, inference_steps
 from ner_app.bilm.torch_compat import packed_lstm
 
-State = tuple[torch.Tensor, torch.Tensor]  # h (B, P), c (B, C)
 TorchLstmUse = Literal["auto", "on", "off"]
 
 
@@ -75,7 +75,8 @@ class LstmCellWithProjection(nn.Module):
         so that step t uses the first ``batch_sizes[t]`` rows. state: h (B, P), c (B, C) in the same row
         order. Returns outputs (N, P) in the packed layout and the final state of every row (a row's final
         state is the one after its own last step). ``projected_inputs`` (N, 4C), if given, is
-        ``input_projection(inputs)`` computed by the caller. ``resets`` (N,) bool, packed like ``inputs``: rows
+        ``input_projection(inputs)`` computed by the caller for this call (without autograd the steps overwrite
+        it: ``recurrence.inference_steps``). ``resets`` (N,) bool, packed like ``inputs``: rows
         whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
         if _can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
@@ -87,32 +88,11 @@ class LstmCellWithProjection(nn.Module):
         kind = inputs.device.type
         if torch.is_autocast_enabled(kind):  # cast once, not once per step (a transposed view is not cached)
             recurrent = recurrent.to(torch.get_autocast_dtype(kind))
-        h, c = state
-        outputs = []
-        # split/chunk give views whose backward is one concatenation, not a zero-filled copy per slice.
-        step_resets = resets.split(batch_sizes) if resets is not None else [None] * len(batch_sizes)
-        for step_inputs, reset in zip(projected_inputs.split(batch_sizes), step_resets, strict=True):
-            n = step_inputs.shape[0]
-            h_prev, c_prev = (h, c) if n == h.shape[0] else (h[:n], c[:n])  # a full slice costs a copy back
-            if reset is not None:  # (n,) the state a stateless run starts a sentence from: zeros
-                h_prev = h_prev.masked_fill(reset[:, None], 0.0)
-                c_prev = c_prev.masked_fill(reset[:, None], 0.0)
-            z = torch.addmm(step_inputs, h_prev, recurrent)  # (n, 4C)
-            i, j, f, o = z.chunk(4, dim=1)  # TF gate order
-            cell = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)  # (n, C)
-            if self.cell_clip is not None:
-                cell = cell.clamp(-self.cell_clip, self.cell_clip)  # the clipped cell is carried
-            out = self.projection(torch.sigmoid(o) * torch.tanh(cell))  # (n, P)
-            if self.proj_clip is not None:
-                out = out.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(out)
-            # Rows past their end keep their state; out-of-place so autograd can train this cell too.
-            if n == h.shape[0]:
-                h, c = out, cell
-            else:
-                h, c = torch.cat([out, h[n:]]), torch.cat([cell, c[n:]])
-        packed = torch.cat(outputs) if outputs else inputs.new_zeros(0, self.projection_size)
-        return packed, (h, c)
+        # Without autograd the steps work inside the input projections (made for this call: above, or by
+        # ``ElmoLstm.run_direction``); with it every step is out of place.
+        steps = autograd_steps if torch.is_grad_enabled() else inference_steps
+        clips = (self.cell_clip, self.proj_clip)
+        return steps(projected_inputs, batch_sizes, state, recurrent, self.projection.weight, clips, resets)
 
 
 def reverse_within_length(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

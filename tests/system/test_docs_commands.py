@@ -54,6 +54,7 @@ SMOKE = {
         "python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke",
         None,
     ),
+    "inference_steps": ("python -m benchmarks.inference_steps --size tiny --repeats 1 --batch 8", None),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,

@@ -55,12 +55,15 @@ def test_tiny_run_is_bit_identical_to_the_pinned_one(tmp_path: Path) -> None:
     assert weights_sha256(out / "checkpoints/last.ckpt") == PINNED_WEIGHTS
 
 
+# Re-pinned when the char CNN's max began to pass its gradient to one window instead of splitting it among
+# tied ones (``CharCNN.argmax_grad``; the ties are windows over the same padding characters): the same loss, and
+# perplexities within 2e-7 relative of the previous pin (6.62901496887207, 7.2983008883765255, 8.782095798831486).
 PINNED_PRETRAIN = {
     "loss": "1.39802885055542",
-    "val_ppl": ["15.610574722290039", "11.460589408874512", "6.62901496887207"],
-    "sentence": 7.2983008883765255,
-    "document": 8.782095798831486,
-    "weights": "6e30b1de7fae7bf6a7fda7fcddbc67cc15f3595aacd5343c671d325bb2c40689",
+    "val_ppl": ["15.610574722290039", "11.460589408874512", "6.629015922546387"],
+    "sentence": 7.298301721751308,
+    "document": 8.782096770922942,
+    "weights": "7d94dde17233ef484845a70ba4e7914529a0953379b52326961f4b2616a490dc",
 }
 
 
