@@ -14,6 +14,7 @@ from pytorch_lightning.callbacks import TQDMProgressBar
 from pytorch_lightning.trainer.states import TrainerFn
 from torch.optim.lr_scheduler import LinearLR, ReduceLROnPlateau, SequentialLR
 
+from ner_app.runtime.lightning_compat import logs_this_step
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -92,9 +93,7 @@ class TaggerModule(pl.LightningModule):
         """Whether this training step's values reach anything: the logger writes every ``log_every_n_steps``-th
         step, and Lightning's terminal bar shows the latest values at every step."""
         trainer = self.trainer
-        return trainer._logger_connector.should_update_logs or isinstance(
-            trainer.progress_bar_callback, TQDMProgressBar
-        )
+        return logs_this_step(trainer) or isinstance(trainer.progress_bar_callback, TQDMProgressBar)
 
     def on_train_epoch_start(self) -> None:
         self._epoch_loss = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -106,7 +105,7 @@ class TaggerModule(pl.LightningModule):
             self.device
         )
         loss, tokens = self.trainer.strategy.reduce(totals, reduce_op="sum")
-        if self._epoch_tokens:  # a resumed run restarts at an epoch's end: nothing was summed, nothing logged
+        if self._epoch_tokens:  # no batch summed (an epoch that ran none): nothing to log
             self.log("train_token_loss", loss / tokens, on_step=False, on_epoch=True, batch_size=1)
 
     def configure_optimizers(self) -> Any:
