@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.common import cpu_name, print_table
 
     trees = {"before": args.before.resolve(), "after": ROOT}
+    start_load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     full_train, full_dev = split_sizes(data)
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     for kind, rate in run_side(tree, str(ROOT / CONFIGS[name]), overrides).items():
                         rates[side].setdefault(kind, []).append(rate)
             results[name] = rates
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = f"{start_load} at the start, " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " at the end"
     print(
         f"\n{cpu_name()}, {os.cpu_count()} cores, load average {load}; {args.threads} thread(s), "
         f"{args.train_batches} training batches and one dev pass a run (first {args.max_sentences} sentences "

@@ -178,16 +178,17 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.common import cpu_name, print_table
 
     trees = {"before": args.before.resolve(), "after": ROOT}
+    start_load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     rates: dict[str, dict[str, list[float]]] = {side: {} for side in trees}
     with tempfile.TemporaryDirectory() as tmp:
-        # enough sentences (about 7 a block) for every timed step of both loops at this batch size
+        # enough sentences (7 a copy, 5 counted) for every timed step of both loops at this batch size
         blocks = (args.warmup + args.steps) * args.batch // 5 + 1
         data = write_corpus(Path(tmp), blocks, blocks)
         for _ in range(args.rounds):
             for side, tree in trees.items():
                 for kind, rate in run_side(tree, args, data).items():
                     rates[side].setdefault(kind, []).append(rate)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = f"{start_load} at the start, " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " at the end"
     print(
         f"\n{cpu_name()}, {os.cpu_count()} cores, load average {load}; {args.threads} thread(s), batch "
         f"{args.batch}, {args.steps} timed steps after {args.warmup}, {args.rounds} rounds alternated"
