@@ -12,6 +12,7 @@ themselves. tests/runtime/test_lightning_compat.py pins them to the supported ve
   ``trainer`` property raises when there is none).
 * ``ThroughputMonitor._t0s`` and ``_throughputs``, ``Throughput._time``: a stage's start time and its
   running measurements (``shift_stage_start``, ``stage_throughput``).
+* ``Trainer._logger_connector``: whether the loggers write the current step (``logs_this_step``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def attached_trainer(module: pl.LightningModule) -> pl.Trainer | None:
     return module._trainer
 
 
+def logs_this_step(trainer: pl.Trainer) -> bool:
+    """Whether the loggers write the values logged in the current training step (every ``log_every_n_steps``-th
+    step, and the last one): values logged in other steps reach only the progress bar."""
+    return bool(trainer._logger_connector.should_update_logs)
+
+
 def shift_stage_start(monitor: ThroughputMonitor, stage: RunningStage, seconds: float) -> None:
     """Move ``stage``'s start time later by ``seconds`` (time that should not count); no-op before it started."""
     if stage in monitor._t0s:
@@ -82,6 +89,7 @@ __all__ = [
     "CsvWriter",
     "attached_trainer",
     "logger_writer",
+    "logs_this_step",
     "set_logger_writer",
     "shift_stage_start",
     "stage_throughput",

@@ -62,8 +62,14 @@ class Predictor:
     def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
         """The batch of ``(piece index, tokens)`` items, on the tagger's device."""
         index, tokens = zip(*items, strict=True)
+        elmo = self.spec.elmo  # the biLM's char ids only where it reads them (sentence context)
         batch = encode_batch(
-            tokens, self.words, self.chars, index=index, max_word_chars=self.spec.max_word_chars
+            tokens,
+            self.words,
+            self.chars,
+            index=index,
+            max_word_chars=self.spec.max_word_chars,
+            elmo_chars=elmo is not None and not self._stream_contexts,
         )
         if self._stream_contexts:
             batch["elmo_context"] = [self._stream_contexts[p] for p in index]

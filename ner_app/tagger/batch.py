@@ -19,9 +19,11 @@ class Batch(TypedDict, total=False):
     """Tensors of a batch of B sentences of at most T tokens (a plain dict at run time, so that Lightning
     moves every tensor in it, the list ``elmo_layers`` included, to the device).
 
-    Always present: ``words`` (B, T), ``chars`` (B, T, W), ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool,
-    ``tokens`` (the raw tokens) and ``index`` (B,) (each sentence's position in its split). With gold tags:
-    ``tags`` (B, T) and ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding).
+    Always present: ``words`` (B, T), ``chars`` (B, T, W), ``mask`` (B, T) bool, ``tokens`` (the raw tokens)
+    and ``index`` (B,) (each sentence's position in its split); ``elmo_chars`` (B, T, 50) unless the batch was
+    built without them (no biLM reads them). With gold tags: ``tags`` (B, T), ``known`` (B, T) bool (False
+    where the tag is ``-``, not annotated, and at padding) and ``partial`` (whether any tag is ``-``: a host
+    value, so that the loss need not ask the device).
     With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2); in document context
     without it: ``elmo_context`` (docs/document_context.md).
     """
@@ -34,6 +36,7 @@ class Batch(TypedDict, total=False):
     index: torch.Tensor
     tags: torch.Tensor
     known: torch.Tensor
+    partial: bool
     elmo_layers: list[torch.Tensor]
     elmo_mask: torch.Tensor
     elmo_context: list[Context]  # document context without the cache: each sentence's stream and position
@@ -50,13 +53,15 @@ def encode_batch(
     tag_vocab: Vocab | None = None,
     index: Sequence[int] | None = None,
     max_word_chars: int = MAX_WORD_CHARS,
+    elmo_chars: bool = True,
 ) -> Batch:
     """Tensors for a batch of non-empty tokenised sentences (and their tags in the training scheme).
 
     Keys: ``words`` (B, T), ``chars`` (B, T, W) with W the longest token capped at ``max_word_chars``,
-    ``elmo_chars`` (B, T, 50), ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default
+    ``elmo_chars`` (B, T, 50) (unless ``elmo_chars`` is False), ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default
     0..B-1) and, when ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides) and ``known``
-    (B, T) bool: True where a tag is annotated (a ``-`` tag is not: its id is 0, which ``known`` hides).
+    (B, T) bool: True where a tag is annotated (a ``-`` tag is not: its id is 0, which ``known`` hides), and
+    ``partial``: whether any tag is ``-``.
     """
     lengths = [len(s) for s in sentences]
     if not sentences or min(lengths) == 0:
@@ -78,11 +83,12 @@ def encode_batch(
     out: Batch = {
         "words": torch.from_numpy(words),
         "chars": torch.from_numpy(chars),
-        "elmo_chars": batch_to_ids(sentences),  # (B, T, 50)
         "mask": torch.from_numpy(mask),
         "tokens": [list(s) for s in sentences],
         "index": torch.tensor(list(index) if index is not None else range(batch), dtype=torch.long),  # (B,)
     }
+    if elmo_chars:
+        out["elmo_chars"] = batch_to_ids(sentences)  # (B, T, 50)
     if tags is not None:
         if tag_vocab is None:
             raise ValueError("encode_batch got tags but no tag_vocab")
@@ -90,14 +96,17 @@ def encode_batch(
             raise ValueError("encode_batch: every tag sequence must be as long as its sentence")
         tag_ids = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
         known = np.zeros((batch, longest), dtype=bool)  # (B, T)
+        partial = False
         for b, sentence_tags in enumerate(tags):
             annotated = [t != UNKNOWN for t in sentence_tags]
+            partial = partial or not all(annotated)
             known[b, : len(sentence_tags)] = annotated
             tag_ids[b, : len(sentence_tags)] = tag_vocab.encode(
                 [t if a else tag_vocab.itos[0] for t, a in zip(sentence_tags, annotated, strict=True)]
             )
         out["tags"] = torch.from_numpy(tag_ids)
         out["known"] = torch.from_numpy(known)
+        out["partial"] = partial
     return out
 
 

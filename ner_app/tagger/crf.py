@@ -86,9 +86,15 @@ class CRF(nn.Module):
         return self._fp32(emissions) / t, start / t, trans / t, end / t
 
     def _check(
-        self, emissions: Tensor, mask: Tensor | None, tags: Tensor | None = None, known: Tensor | None = None
+        self,
+        emissions: Tensor,
+        mask: Tensor | None,
+        tags: Tensor | None = None,
+        known: Tensor | None = None,
+        values: bool = True,
     ) -> Tensor:
-        """Validate shapes, the mask and ``known``; return the mask (all True when None)."""
+        """Validate shapes, the mask and ``known``; return the mask (all True when None). ``values=False``
+        skips the checks of the mask's values (each waits for the device: for batches built to be valid)."""
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(
                 f"emissions must have shape (B, T, K={self.num_tags}), found {tuple(emissions.shape)}"
@@ -106,7 +112,11 @@ class CRF(nn.Module):
             raise ValueError(f"mask must have shape (B, T) = {bt} like emissions, found {tuple(mask.shape)}")
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor, found dtype {mask.dtype}")
-        if bt[1] == 0 or not bool(mask[:, 0].all()):
+        if bt[1] == 0:
+            raise ValueError(EMPTY_SENTENCE)
+        if not values:
+            return mask
+        if not bool(mask[:, 0].all()):
             raise ValueError(EMPTY_SENTENCE)
         if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(MASK_NOT_LEFT_ALIGNED)
@@ -134,7 +144,12 @@ class CRF(nn.Module):
         return alphas
 
     def forward(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, known: Tensor | None = None
+        self,
+        emissions: Tensor,
+        tags: Tensor,
+        mask: Tensor | None = None,
+        known: Tensor | None = None,
+        checked: bool = False,
     ) -> Tensor:
         """Log-likelihood (B,) of each gold tag sequence: its score minus the log partition function.
 
@@ -142,15 +157,17 @@ class CRF(nn.Module):
         positions whose gold tag is known; a row with unknown positions gets the log of the summed
         probability of every path through its known tags (all unknown: 0). None, or every position known:
         exactly the full-annotation value, computed as without ``known``. A row whose known tags no allowed
-        path can hold scores about ``FORBIDDEN``, like a gold path with a forbidden transition.
+        path can hold scores about ``FORBIDDEN``, like a gold path with a forbidden transition. ``checked``: the
+        mask and tags are known to be valid (``encode_batch`` builds them so), and their values are not checked
+        again: those checks wait for the device, a few times a training step.
         """
-        mask = self._check(emissions, mask, tags, known)
+        mask = self._check(emissions, mask, tags, known, values=not checked)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             emissions = self._fp32(emissions)
             start, trans, end = self._scores()
             seen = mask if known is None else mask & known  # (B, T): positions whose tag is checked and used
             tags = tags.long().masked_fill(~seen, 0)  # (B, T); padding and unknowns -> a valid index
-            if bool(((tags < 0) | (tags >= self.num_tags)).any()):
+            if not checked and bool(((tags < 0) | (tags >= self.num_tags)).any()):
                 raise ValueError(f"tags must lie in [0, {self.num_tags}) at unmasked positions")
             gold = self._gold_score(emissions, tags, mask, start, trans, end)  # (B,)
             log_z = torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)

@@ -163,7 +163,11 @@ class BiLstmCrfTagger(nn.Module):
 
         With ``known`` in the batch, a sentence with unannotated tags counts the probability of every path
         through its annotated ones (``CRF.forward``); fully annotated sentences count exactly as without it."""
-        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], batch.get("known")).sum()
+        # A batch from ``encode_batch`` is valid by construction and says on the host whether a tag is missing:
+        # the CRF then neither checks it nor asks the device whether every tag is known.
+        checked = "partial" in batch
+        known = batch.get("known") if batch.get("partial", True) else None
+        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], known, checked=checked).sum()
         if self.elmo is not None and l2_coef:
             nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
         return nll

@@ -103,4 +103,4 @@ def _sentences(batch: Batch) -> int:
 
 
 def _tokens(batch: Batch) -> int:
-    return int(batch["mask"].sum())
+    return sum(map(len, batch["tokens"]))  # counted on the host: the mask's sum would wait for the device

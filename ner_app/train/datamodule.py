@@ -7,10 +7,11 @@ import random
 from collections.abc import Iterator, Sequence
 
 import pytorch_lightning as pl
+import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ner_app.bilm.document import document_contexts, document_keys
-from ner_app.tagger.batch import Batch, Context, encode_batch
+from ner_app.tagger.batch import Batch, Context, batch_to, encode_batch
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import batch_capacity, budget_batches, check_budget, cost
 from ner_app.text.case import CaseView, case_view
@@ -43,8 +44,17 @@ class Collator:
     def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> Batch:
         index, tokens, tags = zip(*items, strict=True)
         spec = self.spec
+        # the biLM's character ids only where the biLM reads them (not without ELMo, nor with cached layers)
+        chars_read = spec.elmo is not None and self.layer_cache is None and self.elmo_contexts is None
         batch = encode_batch(
-            tokens, spec.word_vocab, spec.char_vocab, tags, spec.tag_vocab, index, spec.max_word_chars
+            tokens,
+            spec.word_vocab,
+            spec.char_vocab,
+            tags,
+            spec.tag_vocab,
+            index,
+            spec.max_word_chars,
+            chars_read,
         )
         if self.layer_cache is not None and self.elmo_keys is not None:
             keys = [self.elmo_keys[i] for i in index]
@@ -291,6 +301,10 @@ class ConllDataModule(pl.LightningDataModule):
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def transfer_batch_to_device(self, batch: Batch, device: torch.device, dataloader_idx: int) -> Batch:
+        # Lightning's default walks every value of the batch, each token's string too, at every step
+        return batch_to(batch, device)
 
     def documents(self, split: str) -> list[range]:
         """The documents of a split as ranges of sentence indices: runs of consecutive sentences with one

@@ -10,9 +10,11 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
+from pytorch_lightning.callbacks import TQDMProgressBar
 from pytorch_lightning.trainer.states import TrainerFn
 from torch.optim.lr_scheduler import LinearLR, ReduceLROnPlateau, SequentialLR
 
+from ner_app.runtime.lightning_compat import logs_this_step
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -69,26 +71,42 @@ class TaggerModule(pl.LightningModule):
         self.evaluations: dict[str, Evaluation] = {}
         self._predicted: dict[int, list[str]] = {}
         self._start = 0.0
+        self._epoch_loss, self._epoch_tokens = torch.zeros((), dtype=torch.float64), 0
 
     # ------------------------------------------------------------------------------ training
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = self.tagger.loss(batch, self.l2_coef)
-        self.log("train_loss", loss / len(batch["tokens"]), prog_bar=True, batch_size=len(batch["tokens"]))
-        # The epoch's loss per token: Lightning sums value x batch_size over every batch (in float64, from this
-        # float64 value) and divides by the summed batch sizes, over all ranks, so it is sum(loss) / sum(tokens).
-        # The per-step value above samples one batch, and length-bucketed batches differ by orders of magnitude.
-        tokens = sum(map(len, batch["tokens"]))  # host-side count: no device sync
-        self.log(
-            "train_token_loss",
-            loss.detach().double() / tokens,
-            on_step=False,
-            on_epoch=True,
-            batch_size=tokens,
-            sync_dist=True,
-        )
-        if self.schedule.kind != "none":  # the lr this step uses, in the log beside its loss
-            self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=len(batch["tokens"]))
+        # The epoch's loss per token, sum(loss) / sum(tokens) over every batch (length-bucketed batches differ
+        # by orders of magnitude): summed here on the device in float64, logged once in on_train_epoch_end.
+        # Lightning's own on_epoch accumulation costs about a millisecond of Python a step (self.log moves its
+        # result objects on every call), which is most of a small model's step.
+        self._epoch_loss = self._epoch_loss + loss.detach().double()
+        self._epoch_tokens += sum(map(len, batch["tokens"]))  # host-side count: no device sync
+        if self._logs_step():
+            sentences = len(batch["tokens"])
+            self.log("train_loss", loss / sentences, prog_bar=True, batch_size=sentences)
+            if self.schedule.kind != "none":  # the lr this step uses, in the log beside its loss
+                self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=sentences)
         return loss
+
+    def _logs_step(self) -> bool:
+        """Whether this training step's values reach anything: the logger writes every ``log_every_n_steps``-th
+        step, and Lightning's terminal bar shows the latest values at every step."""
+        trainer = self.trainer
+        return logs_this_step(trainer) or isinstance(trainer.progress_bar_callback, TQDMProgressBar)
+
+    def on_train_epoch_start(self) -> None:
+        self._epoch_loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._epoch_tokens = 0
+
+    def on_train_epoch_end(self) -> None:
+        # summed over every rank: one reduction an epoch
+        totals = torch.stack([self._epoch_loss, self._epoch_loss.new_tensor(self._epoch_tokens)]).to(
+            self.device
+        )
+        loss, tokens = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        if self._epoch_tokens:  # no batch summed (an epoch that ran none): nothing to log
+            self.log("train_token_loss", loss / tokens, on_step=False, on_epoch=True, batch_size=1)
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]

@@ -22,6 +22,7 @@ from ner_app.runtime.lightning_compat import (
     CsvWriter,
     attached_trainer,
     logger_writer,
+    logs_this_step,
     set_logger_writer,
     shift_stage_start,
     stage_throughput,
@@ -40,7 +41,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "ner_app"
 # Lightning's private names the project reaches (as attributes, not calls of a method of ours of that name);
 # each may appear in the compat module only.
 PRIVATE = re.compile(
-    r"_generate_state_key|_check_log_dir_exists|\.(_experiment|_t0s|_throughputs|_time|_trainer)\b(?!\s*\()"
+    r"_generate_state_key|_check_log_dir_exists|_logger_connector"
+    r"|\.(_experiment|_t0s|_throughputs|_time|_trainer)\b(?!\s*\()"
 )
 
 
@@ -60,6 +62,16 @@ def test_a_module_outside_a_trainer_has_none_and_inside_its_trainer() -> None:
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     module.trainer = trainer
     assert attached_trainer(module) is trainer
+
+
+def test_a_step_is_logged_at_the_interval_and_never_without_one() -> None:
+    def trainer(every: int) -> pl.Trainer:
+        return pl.Trainer(
+            logger=False, enable_checkpointing=False, enable_progress_bar=False, log_every_n_steps=every
+        )
+
+    assert logs_this_step(trainer(1))  # outside a loop every step counts as logged
+    assert not logs_this_step(trainer(0))  # no interval: no step is written
 
 
 def test_a_checkpoint_subclass_keeps_model_checkpoints_state_key(tmp_path: Path) -> None:

@@ -69,6 +69,14 @@ SMOKE = {
         None,
     ),
     "early_errors": ("python -m benchmarks.early_errors --repeats 1", None),
+    "step_overhead": (
+        "python -m benchmarks.step_overhead --before . --rounds 1 --steps 5 --warmup 2",
+        None,
+    ),
+    "epoch_speed": (
+        "python -m benchmarks.epoch_speed --before . --rounds 1 --train-batches 3 --max-sentences 100 --threads 1",
+        ("data", "conll2003", "train.txt"),
+    ),
     "pretrain_speed": (
         "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
         "--no-flops",

@@ -88,7 +88,8 @@ def _module(data: Path, share: float, elmo: bool = False) -> ConllDataModule:
 
 
 def test_training_batches_show_the_view_to_words_chars_and_elmo(tmp_path: Path) -> None:
-    dm = _module(write_folder(tmp_path / "data"), 1.0)
+    # with ELMo: the biLM's chars are in the batches
+    dm = _module(write_folder(tmp_path / "data"), 1.0, elmo=True)
     loader = dm.train_dataloader()
     loader.batch_sampler.set_epoch(0)
     views = case_views(len(dm.splits["train"]), 1.0, 0, 0)

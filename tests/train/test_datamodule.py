@@ -257,7 +257,8 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
             longest,
             min(30, max(len(t) for s in batch["tokens"] for t in s)),
         )
-        assert batch["elmo_chars"].shape == (size, longest, 50)
+        assert "elmo_chars" not in batch  # no biLM reads them (a spec without ELMo)
+        assert batch["partial"] is False  # every tag annotated
         assert batch["tags"].shape == (size, longest) and batch["tags"][~batch["mask"]].eq(0).all()
         for row, i in enumerate(batch["index"].tolist()):
             assert batch["tokens"][row] == dm.splits["train"].tokens[i]
