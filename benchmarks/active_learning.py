@@ -23,7 +23,10 @@ tokens on average against the pool's 14.5 (least confidence and margin, as proba
 long sentences), which makes its later rounds costlier. Estimate at the default 10 epochs: about 1.5 hours of CPU
 per seed (21 trainings, 15 pool scorings), 4 to 5 hours for 3 seeds on free cores; about 5 times that on a
 shared machine. Seeds run in separate processes side by side (``--seeds 1``, ``--seeds 2``, ``--seeds 3`` with
-one ``--out``); a last ``--seeds 1 2 3`` then reuses every run and writes the results of all three.
+one ``--out``); a last ``--seeds 1 2 3`` then reuses every run and writes the results of all three. The recorded
+run (docs/results.md: random and margin, ``--epochs 6 ... -- data.batch_size=16``, the three seeds side by side)
+took 1 hour 52 minutes of wall time on the 2 cores, shared with other jobs. ``--collect`` trains nothing and
+reports the rounds already finished under ``--out``.
 
 ``--smoke`` runs the same loop on tests/data/tiny_conll (train.txt 24 times over) with the tiny config, one
 epoch, one seed, 10 initial sentences and 2 rounds of 10.
@@ -127,6 +130,26 @@ def run_seed(
     return results
 
 
+def collected_seed(args: argparse.Namespace, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """``--collect``: the rounds of one seed already trained under ``--out`` (each strategy up to its first round
+    without a metrics.json), read from their data folders and metrics; nothing is trained or scored."""
+    folder, results = args.out / f"seed{seed}", {}
+    for strategy in args.strategies:
+        rows: list[dict[str, Any]] = []
+        for r in range(args.rounds + 1):
+            here = folder / "round0" if r == 0 else folder / strategy / f"round{r}"
+            if not (here / "run" / "metrics.json").is_file():
+                break
+            train = read_conll(here / "data" / "train.txt")
+            metrics = json.loads((here / "run" / "metrics.json").read_text(encoding="utf-8"))
+            scores = {"dev": metrics["dev"]["f1"], "test": metrics["test"]["f1"]}
+            rows.append(
+                {"round": r, "sentences": len(train), "tokens": sum(len(x.tokens) for x in train), **scores}
+            )
+        results[strategy] = rows
+    return results
+
+
 def _row(r: int, labelled: list[int], sentences: list[Sentence], scores: dict[str, float]) -> dict[str, Any]:
     return {
         "round": r,
@@ -142,25 +165,29 @@ def mean_curve(runs: dict[int, list[dict[str, Any]]], key: str) -> list[float]:
 
 
 def label_share(results: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The strategy with the best mean final test F1, and the share of random's final labels (sentences) at
-    which its mean test F1 first reaches random's final one, linear between rounds (None if it never does)."""
+    """The strategy with the best mean final test F1, and the share of random's final labels at which its mean
+    test F1 first reaches random's final one, linear between rounds (None if it never does): counted in
+    sentences (``share``, what a round adds) and in tokens (``token_share``, what annotators read)."""
     goal = mean_curve(results["random"], "test")[-1]
-    labels_random = mean_curve(results["random"], "sentences")[-1]
     others = [s for s in results if s != "random"]
     if not others:
-        return {"best": None, "random_final_test_f1": goal, "share": None}
+        return {"best": None, "random_final_test_f1": goal, "share": None, "token_share": None}
     best = max(others, key=lambda s: mean_curve(results[s], "test")[-1])
-    f1, labels = mean_curve(results[best], "test"), mean_curve(results[best], "sentences")
-    share = None
-    for r in range(len(f1)):
-        if f1[r] >= goal:
-            if r == 0:
+    f1 = mean_curve(results[best], "test")
+    shares: dict[str, float | None] = {}
+    for key, unit in (("share", "sentences"), ("token_share", "tokens")):
+        labels, labels_random = mean_curve(results[best], unit), mean_curve(results["random"], unit)[-1]
+        shares[key] = None
+        for r in range(len(f1)):
+            if f1[r] >= goal:
                 at = labels[0]
-            else:
-                at = labels[r - 1] + (goal - f1[r - 1]) / (f1[r] - f1[r - 1]) * (labels[r] - labels[r - 1])
-            share = at / labels_random
-            break
-    return {"best": best, "random_final_test_f1": goal, "share": share}
+                if r:
+                    at = labels[r - 1] + (goal - f1[r - 1]) / (f1[r] - f1[r - 1]) * (
+                        labels[r] - labels[r - 1]
+                    )
+                shares[key] = at / labels_random
+                break
+    return {"best": best, "random_final_test_f1": goal, **shares}
 
 
 def table(results: dict[str, dict[int, list[dict[str, Any]]]]) -> str:
@@ -225,6 +252,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10, help="trainer.max_epochs of every training")
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     parser.add_argument("--smoke", action="store_true", help="tiny corpus, tiny config, one epoch, one seed")
+    parser.add_argument(
+        "--collect", action="store_true", help="report the rounds already trained under --out; train nothing"
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides for every run (key=value)")
     args = parser.parse_args()
     data, config, extra = args.data, args.config, list(args.overrides)
@@ -241,20 +271,29 @@ def main() -> None:
     extra = [f"trainer.max_epochs={args.epochs}", "trainer.threads=1", *extra]
     results: dict[str, dict[int, list[dict[str, Any]]]] = {s: {} for s in args.strategies}
     for seed in args.seeds:
-        for strategy, rows in run_seed(args, config, data, seed, extra).items():
+        seed_rows = collected_seed(args, seed) if args.collect else run_seed(args, config, data, seed, extra)
+        for strategy, rows in seed_rows.items():
             results[strategy][seed] = rows
+    if args.collect:  # each strategy up to the last round that every seed has finished
+        for strategy, runs in results.items():
+            done = min(len(rows) for rows in runs.values())
+            if not done:
+                raise SystemExit(f"{args.out}: no finished round 0 for every seed of {strategy}")
+            results[strategy] = {seed: rows[:done] for seed, rows in runs.items()}
     share = label_share(results)
+    last = len(next(iter(results["random"].values()))) - 1
+    done_rounds = ", ".join(f"{s} {len(next(iter(r.values()))) - 1}" for s, r in results.items())
     summary = (
-        f"data: {data}; {args.initial} random sentences, then {args.rounds} rounds of {args.batch}; "
+        f"data: {data}; {args.initial} random sentences, then rounds of {args.batch} (finished: {done_rounds}); "
         f"{args.epochs} epochs per training; seeds {args.seeds}\n"
     )
     if share["share"] is not None:
-        goal = f"{share['best']} reaches random's round-{args.rounds} test F1 ({share['random_final_test_f1']:.2f}) "
-        goal += f"with {share['share']:.0%} of its labelled sentences"
-    else:
-        goal = (
-            f"no strategy reaches random's round-{args.rounds} test F1 ({share['random_final_test_f1']:.2f})"
+        goal = f"{share['best']} reaches random's round-{last} test F1 ({share['random_final_test_f1']:.2f}) "
+        goal += (
+            f"with {share['share']:.0%} of its labelled sentences ({share['token_share']:.0%} of its tokens)"
         )
+    else:
+        goal = f"no strategy reaches random's round-{last} test F1 ({share['random_final_test_f1']:.2f})"
     markdown = f"{summary}\n{table(results)}\n{goal}\n"
     write_text(
         args.out / "results.json",
