@@ -150,18 +150,18 @@ def _descendants(pid: int) -> dict[int, int]:
     return found
 
 
+def _workers_process(trained, **popen) -> subprocess.Popen:
+    """``predict --workers 2`` of the trained export on standard input, its three streams piped."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "ner_app", "predict", "--model", str(trained / "export"), "--input", "-"]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.Popen([*command, "--workers", "2"], env=env, **pipes, **popen)
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers in /proc")
 def test_a_killed_worker_ends_the_command_in_one_line(trained, tmp_path):
     """SIGKILL to a worker while the input is still coming: one line, exit 2, nothing on standard output."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "ner_app", "predict", "--model", str(trained / "export"), "--input", "-"]
-    process = subprocess.Popen(
-        [*command, "--workers", "2"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    process = _workers_process(trained)
     assert process.stdin is not None
     try:
         process.stdin.write(("\n".join(raw_lines(workers.LINES_PER_TASK + 5)) + "\n").encode())
@@ -241,14 +241,8 @@ def test_the_main_process_does_not_import_torch(trained, tmp_path):
 def test_ctrl_c_ends_the_command_in_one_line(trained, when):
     """Ctrl-C reaches the whole process group (the main process, the fork server, the workers), while the
     server still loads the model or while the workers tag: one line, exit 130, no traceback, nothing written."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "ner_app", "predict", "--model", str(trained / "export"), "--input", "-"]
-    process = subprocess.Popen(
-        [*command, "--workers", "2"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
+    process = _workers_process(
+        trained,
         start_new_session=True,  # a process group of its own, as a terminal's foreground job
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
