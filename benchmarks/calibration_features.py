@@ -82,7 +82,7 @@ def features(
     rows: dict[str, list[object]] = defaultdict(list)
     entity_docs = []
     spans = [row for batch in data.spans for row in batch]
-    for words, row, doc in zip(tokens, spans, docs, strict=True):
+    for index, (words, row, doc) in enumerate(zip(tokens, spans, docs, strict=True)):
         unseen = [w.lower() not in trained for w in words]
         letters = [w.isupper() for w in words if w.isalpha()]
         for kind, s, e in row:
@@ -100,6 +100,7 @@ def features(
                 ("log_sentence_length", float(np.log(len(words)))),
                 ("lexicon_same", float(top == kind)),
                 ("lexicon_other", float(top is not None and top != kind)),
+                ("row", float(index)),
             ):
                 rows[name].append(value)
             entity_docs.append(doc)
@@ -148,7 +149,11 @@ def main() -> None:
     parser.add_argument("--test", type=Path, default=conll / "test.txt", help="measured once, at the end")
     parser.add_argument("--train", type=Path, default=conll / "train.txt", help="for the lexicon features")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--chosen", default="c2", help="the candidate measured on test (its name's prefix)")
+    parser.add_argument(
+        "--chosen",
+        default="c2",
+        help="the candidate measured on test (its name's prefix), or auto: the lowest log loss over document folds",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     predictor = Predictor.from_export(args.model)
@@ -182,11 +187,13 @@ def main() -> None:
         f"familiar documents and measures {(~familiar).sum():,}):\n"
     )
     rows, models = [], candidates(lexicon is not None)
+    document_loss = {}
     for model in models:
         cells = [model.name]
         for fold in (sentence_fold, doc_fold):
             p, spread = out_of_fold(model, scores, correct, feats, fold)
             cells += [f"{ece(p, correct):.4f} ± {spread:.4f}", f"{log_loss(p, correct):.4f}"]
+        document_loss[model.name] = log_loss(p, correct)
         model.fit(scores[:, familiar], correct[familiar], subset(feats, familiar))
         p = model.predict(scores[:, ~familiar], subset(feats, ~familiar))
         cells += [f"{ece(p, correct[~familiar]):.4f}", f"{log_loss(p, correct[~familiar]):.4f}"]
@@ -201,7 +208,11 @@ def main() -> None:
     ]
     print_table([*header, "log loss (shift)"], rows)
 
-    chosen = [m for m in models if m.name.startswith(args.chosen)][0]
+    if args.chosen == "auto":  # the rule: the lowest log loss over folds of whole documents
+        chosen = min(models, key=lambda m: document_loss[m.name])
+        print(f"\nChosen by the lowest log loss over document folds: {chosen.name}")
+    else:
+        chosen = [m for m in models if m.name.startswith(args.chosen)][0]
     test_scores, test_correct, test_feats, _ = split["test"]
     print("\nFitted on all of dev; test measured for the temperature and the chosen candidate only:\n")
     rows = []

@@ -107,6 +107,8 @@ class Platt(Calibrator):
         for c in self.columns:
             if c == "type":
                 cols += [(feats["type"] == t).astype(float) for t in self.types[1:]]
+            elif c == "sentence_logit":
+                cols.append(sentence_mean(cols[0], feats["row"]))
             else:
                 cols.append(feats[c].astype(float))
         return np.stack(cols, axis=1)
@@ -134,6 +136,13 @@ class Platt(Calibrator):
         return out
 
 
+def sentence_mean(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Each entity's mean of ``values`` over the predicted entities of its sentence (itself included): how sure
+    the tagger is of the sentence as a whole."""
+    _, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
+    return (np.bincount(inverse, weights=values) / counts)[inverse]
+
+
 UNSEEN = ("unseen_entity", "unseen_context")
 
 
@@ -151,6 +160,13 @@ def candidates(lexicon: bool) -> list[Calibrator]:
     ]
     if lexicon:
         out.append(Platt("e1. c2 + training-entity lexicon", (*UNSEEN, "lexicon_same", "lexicon_other")))
+        out.append(
+            Platt(
+                "f2. e1 + the sentence's mean logit",
+                (*UNSEEN, "lexicon_same", "lexicon_other", "sentence_logit"),
+            )
+        )
+    out.append(Platt("f1. c2 + the sentence's mean logit", (*UNSEEN, "sentence_logit")))
     return out
 
 

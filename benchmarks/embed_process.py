@@ -1,7 +1,7 @@
 """Whole-process ``embed`` against a per-timestep implementation of the reference, start-up and loading included.
 
     python -m benchmarks.embed_process [--size original|small|tiny] [--sentences 256] [--threads 2] [--repeats 3]
-                                       [--before CHECKOUT]
+                                       [--before CHECKOUT] [--batch64]
 
 Writes a random biLM of the given shape and a file of seeded sentences (``common.random_bilm`` and
 ``common.make_sentences``), then times whole processes side by side, one at a time in turn
@@ -9,7 +9,8 @@ Writes a random biLM of the given shape and a file of seeded sentences (``common
 ``--baseline`` worker, which loads the same hdf5 with h5py, runs ``common.Baseline`` (char CNN on every padded
 position, one time step at a time) over batches of 64 in file order and writes every layer to hdf5 the same
 way. ``--before CHECKOUT`` adds that checkout's ``embed`` (fp32 and bf16, run from its own folder) to the same
-rounds, for a before/after ratio. Prints a markdown table of median wall seconds and real tokens/s.
+rounds, for a before/after ratio; ``--batch64`` adds ``embed --batch-size 64`` (the baseline's batch; ``embed``'s
+default is 256). Prints a markdown table of median wall seconds and real tokens/s.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> None:
     add("--threads", type=int, default=2)
     add("--repeats", type=int, default=3)
     add("--before", type=Path, help="another checkout whose embed joins the rounds (fp32 and bf16)")
+    add("--batch64", action="store_true", help="also embed with --batch-size 64 (the reference's batch)")
     add("--baseline", nargs=4, metavar=("OPTIONS", "WEIGHTS", "INPUT", "OUTPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
@@ -102,6 +104,15 @@ def main() -> None:
             "ner_app embed, fp32": embed,
             "ner_app embed, bf16 autocast": [*embed, "--precision", "bf16"],
         }
+        if args.batch64:  # the default before it became 256: what the larger batch gives, in the same rounds
+            commands["ner_app embed, fp32, --batch-size 64"] = [*embed, "--batch-size", "64"]
+            commands["ner_app embed, bf16, --batch-size 64"] = [
+                *embed,
+                "--precision",
+                "bf16",
+                "--batch-size",
+                "64",
+            ]
         folders = dict.fromkeys(commands, ROOT)
         if args.before is not None:  # ``python -m ner_app`` imports the package of its working folder
             for name in ("ner_app embed, fp32", "ner_app embed, bf16 autocast"):

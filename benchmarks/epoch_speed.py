@@ -134,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-batches", type=int, default=30, help="training batches of each run")
     parser.add_argument("--max-sentences", type=int, default=3000, help="first N sentences of each split")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--after-overrides",
+        nargs="*",
+        default=[],
+        help="config overrides for the after side only (trainer.precision=bf16-mixed: bf16 on CPU)",
+    )
     args = parser.parse_args(argv)
     if not (args.before / "ner_app").is_dir():
         parser.error("--before must name a checkout of this project (a folder holding ner_app/)")
@@ -162,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                     if name == "elmo-cache":
                         overrides.append(f"elmo.cache_dir={tmp}/cache")  # filled by the first run only
+                    if side == "after":
+                        overrides += args.after_overrides
                     for kind, rate in run_side(tree, str(ROOT / CONFIGS[name]), overrides).items():
                         rates[side].setdefault(kind, []).append(rate)
             results[name] = rates
@@ -172,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         f"of each split), {args.rounds} rounds alternated; medians. Epoch: {full_train} training sentences "
         f"and a dev pass of {full_dev} at these rates."
     )
-    print(f"before: {trees['before']}  after: {trees['after']}\n")
+    extra = f" with {' '.join(args.after_overrides)}" if args.after_overrides else ""
+    print(f"before: {trees['before']}  after: {trees['after']}{extra}\n")
 
     def rows() -> Any:
         for name, rates in results.items():

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ner_app.cli.arguments import positive_int
+from ner_app.cli.arguments import Owned, positive_int
 from ner_app.errors import NerAppError
 
 PATHS = ("torch", "onnx", "int8")
@@ -44,7 +44,10 @@ def add_benchmark_parser(commands: argparse._SubParsersAction) -> None:
         "--warmup", type=int, default=3, help="batches run first and left out (default %(default)s)"
     )
     speed.add_argument(
-        "--batch-size", type=positive_int, default=64, help="sentences a batch (default %(default)s)"
+        "--batch-size",
+        type=positive_int,
+        default=Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
+        help="sentences a batch, as predict batches them (default %(default)s)",
     )
     speed.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default %(default)s)")
 

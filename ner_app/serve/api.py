@@ -20,9 +20,10 @@ import torch
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
-from ner_app.serve.embed import Precision, embed_sentences, inference_autocast
+from ner_app.serve.embed import EMBED_BATCH_SIZE, Precision, embed_sentences, inference_autocast
 from ner_app.serve.predictor import Predictor
 from ner_app.serve.shipped import SHIPPED_BILM, SHIPPED_MODEL, shipped
+from ner_app.text.batching import PREDICT_BATCH_SIZE
 from ner_app.text.readings import ReadingOptions
 from ner_app.text.records import Entity, Flagged, TaggedLine
 from ner_app.text.reliability import note_uncalibrated
@@ -158,7 +159,9 @@ class Tagger:
         return [self.predictor.to_source(tags) for tags, _ in self.predictor.tag(checked)]
 
 
-def load_tagger(path: str | Path | None = None, device: str = "cpu", batch_size: int = 64) -> Tagger:
+def load_tagger(
+    path: str | Path | None = None, device: str = "cpu", batch_size: int = PREDICT_BATCH_SIZE
+) -> Tagger:
     """Load an export (``export`` command, or ``RUN/export`` of a training run); ``None``: the shipped
     CoNLL-2003 tagger. Nothing is unpickled; checksums, shapes and the biLM's fingerprint are verified."""
     given, device, batch_size = _folder(path), _device(device), _positive_int(batch_size, "batch_size")
@@ -185,7 +188,10 @@ class Embedder:
         self.bilm, self.device = bilm.to(device).eval(), device
 
     def embed(
-        self, sentences: Iterable[str | Sequence[str]], batch_size: int = 64, precision: Precision = "fp32"
+        self,
+        sentences: Iterable[str | Sequence[str]],
+        batch_size: int = EMBED_BATCH_SIZE,
+        precision: Precision = "fp32",
     ) -> list[Embedding]:
         """One ``Embedding`` per sentence: a string is tokenised like ``predict`` (``embed --tokenize``), a
         list of strings is taken as its tokens. The arrays equal those ``embed`` writes."""

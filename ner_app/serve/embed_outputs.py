@@ -17,7 +17,7 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.document import MAX_POSITIONS, ContextMode
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
-from ner_app.serve.embed import EMBED_MAX_TOKENS, LayerBatch, write_lines
+from ner_app.serve.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, LayerBatch, write_lines
 from ner_app.serve.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 
 
@@ -74,7 +74,7 @@ def embed_outputs_file(
     output_path: str | Path,
     names: Sequence[str],
     mix: ScalarMix,
-    batch_size: int = 64,
+    batch_size: int = EMBED_BATCH_SIZE,
     device: str = "cpu",
     progress: bool = True,
     context: ContextMode = "sentence",

@@ -29,7 +29,7 @@ from ner_app.serve.onnx_manifest import (
     check_spec,
     check_temperature,
 )
-from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
+from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.pieces import join_pieces, join_readings, predict_lines, split_pieces, tag_lines
 from ner_app.text.readings import Lattices, ReadingOptions, SentenceReading, read_batch
 from ner_app.text.records import TaggedLine
@@ -49,7 +49,7 @@ class OnnxPredictor:
     def __init__(
         self,
         folder: str | Path,
-        batch_size: int = 64,
+        batch_size: int = PREDICT_BATCH_SIZE,
         threads: int | None = None,
         max_tokens: int | None = PREDICT_MAX_TOKENS,
     ) -> None:

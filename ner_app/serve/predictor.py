@@ -18,7 +18,7 @@ from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.readings import read_sentences
 from ner_app.tagger.spec import TaggerSpec
-from ner_app.text.batching import PREDICT_MAX_TOKENS, budget_batches, check_budget
+from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.conll import DOCSTART, conll_blocks
 from ner_app.text.pieces import MAX_TOKENS, join_pieces, join_readings, predict_lines, split_pieces, tag_lines
 from ner_app.text.readings import ReadingOptions, SentenceReading
@@ -38,7 +38,7 @@ class Predictor:
         self,
         tagger: BiLstmCrfTagger,
         spec: TaggerSpec,
-        batch_size: int = 64,
+        batch_size: int = PREDICT_BATCH_SIZE,
         max_tokens: int | None = PREDICT_MAX_TOKENS,
     ) -> None:
         check_budget(batch_size, max_tokens)
@@ -53,7 +53,7 @@ class Predictor:
         cls,
         export_dir: str | Path,
         device: str = "cpu",
-        batch_size: int = 64,
+        batch_size: int = PREDICT_BATCH_SIZE,
         max_tokens: int | None = PREDICT_MAX_TOKENS,
     ) -> Predictor:
         tagger, spec = load_export(export_dir, device)

@@ -19,6 +19,7 @@ from itertools import cycle, islice
 import numpy as np
 
 from ner_app.errors import NerAppError
+from ner_app.text.batching import PREDICT_BATCH_SIZE
 from ner_app.text.tokenizer import sentences as split_sentences
 
 TagFunction = Callable[[list[list[str]]], object]
@@ -96,7 +97,11 @@ def bootstrap_speed(
 
 
 def measure_speed(
-    tag: TagFunction, lines: Sequence[str], batch_size: int = 64, batches: int = 50, warmup: int = 3
+    tag: TagFunction,
+    lines: Sequence[str],
+    batch_size: int = PREDICT_BATCH_SIZE,
+    batches: int = 50,
+    warmup: int = 3,
 ) -> Speed:
     """Words/s of ``tag`` (a tagger's ``tag``) on the sentences of ``lines``: see the module's docstring."""
     stream = batch_stream(token_sentences(lines), batch_size)
