@@ -47,7 +47,7 @@ def add_benchmark_parser(commands: argparse._SubParsersAction) -> None:
         "--batch-size",
         type=positive_int,
         default=Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
-        help="sentences a batch, as predict batches them (default %(default)s)",
+        help="sentences handed to the tagger at a time, which batches them by length (default %(default)s)",
     )
     speed.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default %(default)s)")
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# predict's default pieces a batch (--batch-size): more rows per LSTM step use the core better (the shipped
-# tagger tags about 1.5x the words/s at 256 as at 64, one thread; docs/performance.md)
-PREDICT_BATCH_SIZE = 256
-# predict's default budget of padded tokens a batch holds (pieces x longest): 256 pieces of 64 tokens fit; it
-# bounds memory whatever --batch-size is (--max-tokens)
+# predict's default pieces a batch (--batch-size). Larger is not faster on a CPU: predict sorts each chunk of
+# 512 lines by length, and fewer, larger batches pad more (the shipped tagger at one thread: 11.6k words/s at
+# 64, 9.0k at 256; docs/performance.md)
+PREDICT_BATCH_SIZE = 64
+# predict's default budget of padded tokens a batch holds (pieces x longest): 64 pieces of 250 tokens fit, so
+# the default batch size is never split; it bounds memory when --batch-size is raised (--max-tokens)
 PREDICT_MAX_TOKENS = 16384
 
 

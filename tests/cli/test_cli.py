@@ -123,8 +123,8 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
     from ner_app.cli.parser import OwnedNamespace, build_parser
     from ner_app.serve.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS
     from ner_app.serve.predictor import PREDICT_MAX_TOKENS
-    from ner_app.text.batching import PREDICT_BATCH_SIZE
     from ner_app.serve.server import ServeSpec
+    from ner_app.text.batching import PREDICT_BATCH_SIZE
 
     code = (
         "import sys; from ner_app.cli.parser import OwnedNamespace, build_parser; "
@@ -139,7 +139,7 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
     for key in ("host", "port", "batch_size", "max_batch_size", "batch_timeout"):
         assert getattr(serve, key) == getattr(spec, key), key
     predict = parser.parse_args(["predict", "--input", "-"], namespace=OwnedNamespace())
-    assert (predict.batch_size, predict.max_tokens) == (PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS) == (256, 16384)
+    assert (predict.batch_size, predict.max_tokens) == (PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS) == (64, 16384)
     embed = parser.parse_args(["embed", "--input", "a", "--output", "b"], namespace=OwnedNamespace())
     assert (embed.batch_size, embed.max_tokens, embed.max_stream_positions) == (
         EMBED_BATCH_SIZE,
