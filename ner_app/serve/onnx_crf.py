@@ -85,9 +85,44 @@ def marginals(
     if temperature != 1.0:
         emissions, start, trans, end = (a / np.float32(temperature) for a in (emissions, start, trans, end))
     mask = _mask(emissions, lengths)
-    alphas, betas, log_z = _forward_backward(emissions, mask, start, trans, end)
-    probs = np.exp(alphas + betas - log_z[:, None, None])
+    e64, start64, trans64, end64 = (np.asarray(x, np.float64) for x in (emissions, start, trans, end))
+    alphas, betas = _scaled_forward_backward(e64, start64, trans64, end64, mask)
+    probs = alphas * betas  # (B, T, K): each position's alpha * beta, up to a factor of that position
+    probs /= probs.sum(axis=2, keepdims=True)  # sum_k alpha_t(k) beta_t(k) = Z at every t: exact marginals
     return np.where(mask[:, :, None], probs, 0.0).astype(np.float32)
+
+
+def _scaled_forward_backward(
+    emissions: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray, mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_forward_backward``'s variables in probability space, each step rescaled to sum 1 (B, T, K) twice:
+    a (B, K) x (K, K) product a step instead of a log-sum-exp over (B, K, K), for marginals, where the scale
+    of a position cancels. The potentials are shifted by their maxima before ``exp`` (a forbidden transition,
+    -1e4, becomes exactly 0, as in log space); float64 keeps the smallest ratios of a step well above
+    underflow."""
+    steps = emissions.shape[1]
+    weights = np.exp(trans - trans.max())  # (K, K)
+    local = np.exp(emissions - emissions.max(axis=2, keepdims=True))  # (B, T, K)
+    alpha = np.exp(start - start.max()) * local[:, 0]
+    alpha /= alpha.sum(axis=1, keepdims=True)
+    alphas = np.empty_like(local)
+    alphas[:, 0] = alpha
+    for t in range(1, steps):
+        nxt = (alpha @ weights) * local[:, t]
+        nxt /= nxt.sum(axis=1, keepdims=True)
+        alpha = np.where(mask[:, t, None], nxt, alpha)
+        alphas[:, t] = alpha
+    final = np.exp(end - end.max())
+    final = np.broadcast_to(final / final.sum(), alpha.shape)  # a row's last step starts from the end scores
+    betas = np.empty_like(local)
+    beta = final
+    betas[:, steps - 1] = beta
+    for t in range(steps - 2, -1, -1):
+        nxt = (local[:, t + 1] * beta) @ weights.T
+        nxt /= nxt.sum(axis=1, keepdims=True)
+        beta = np.where(mask[:, t + 1, None], nxt, final)
+        betas[:, t] = beta
+    return alphas, betas
 
 
 def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:

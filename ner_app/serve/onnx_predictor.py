@@ -85,6 +85,8 @@ class OnnxPredictor:
         self.tags = spec.vocab.tags.build()
         self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.max_word_chars = spec.max_word_chars
+        # a token's char ids, looked up once (a batch's width is never below a token's capped length)
+        self._char_ids = functools.lru_cache(maxsize=200_000)(self._token_char_ids)
         tags = list(spec.vocab.tags.tokens)  # as written: the Vocab drops repeats and adds specials
         check_spec(
             tags, self.scheme, self.source_scheme, self.max_word_chars, spec.model.char_width, str(path)
@@ -183,9 +185,12 @@ class OnnxPredictor:
         for b, sentence in enumerate(sentences):
             words[b, : len(sentence)] = self.words.encode(sentence)
             for j, token in enumerate(sentence):
-                ids = self.chars.encode(token[:width])
+                ids = self._char_ids(token)
                 chars[b, j, : len(ids)] = ids
         return words, chars
+
+    def _token_char_ids(self, token: str) -> list[int]:
+        return self.chars.encode(token[: self.max_word_chars])
 
     # ------------------------------------------------------------------------------ tagging
     def emissions(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:

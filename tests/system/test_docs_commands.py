@@ -55,6 +55,7 @@ SMOKE = {
         None,
     ),
     "inference_steps": ("python -m benchmarks.inference_steps --size tiny --repeats 1 --batch 8", None),
+    "batch_size": ("python -m benchmarks.batch_size --lines 20 --repeats 1 --sizes 8,16", None),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
