@@ -52,6 +52,19 @@ def test_the_file_sets_every_parameter(tmp_path):
     assert all(torch.isfinite(param).all() for param in bilm.parameters())
 
 
+def test_loading_skips_the_random_fills_and_puts_them_back(tmp_path):
+    """load_bilm builds without torch.nn.init's fills (the file overwrites them): torch's own functions are back
+    afterwards, also when the load fails, and a layer built later is initialised as usual."""
+    fills = {name: getattr(torch.nn.init, name) for name in ("uniform_", "normal_", "kaiming_uniform_")}
+    options, weights = save_bilm(random_bilm(), tmp_path)
+    load_bilm(options, weights)
+    (tmp_path / "bad.hdf5").write_bytes(b"not hdf5")
+    with pytest.raises(WeightFileError):
+        load_bilm(options, tmp_path / "bad.hdf5")
+    assert {name: getattr(torch.nn.init, name) for name in fills} == fills
+    assert torch.nn.Linear(8, 8).weight.abs().sum() > 0
+
+
 @pytest.mark.parametrize("fixture", ["allennlp_elmo", "bilm_tf_noskip"])
 def test_reference_file_round_trip_is_exact(tmp_path, fixture):
     folder = shared_path("reference", fixture)
