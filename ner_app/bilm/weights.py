@@ -259,7 +259,7 @@ _INIT_FILLS = (
 def _unfilled() -> Iterator[None]:
     """Layers built without their random fills: 0.4 s of the original-size biLM's load, all of it overwritten
     by the weight file. (Building on the ``meta`` device would also skip them, but imports dynamo, the compiler, which
-    costs more.) Not thread-safe: only ``load_bilm`` uses it, around a build."""
+    costs more.) Not thread-safe: only ``load_bilm(random_fills=False)`` uses it, around a build."""
     saved = {name: getattr(torch.nn.init, name) for name in _INIT_FILLS}
     try:
         for name in _INIT_FILLS:
@@ -270,17 +270,25 @@ def _unfilled() -> Iterator[None]:
             setattr(torch.nn.init, name, fill)
 
 
-def load_bilm(options_path: str | Path, weights_path: str | Path, stateful: bool = False) -> BidirectionalLM:
-    """Build a biLM from options.json and fill it from the weights hdf5 (frozen use: call ``.eval()``). The
-    parameters start at zero, not at a random draw: the file sets every one of them but the char embedding's
-    padding row, which is zero either way (tested: the same tensors as a randomly initialised build)."""
+def load_bilm(
+    options_path: str | Path, weights_path: str | Path, stateful: bool = False, random_fills: bool = True
+) -> BidirectionalLM:
+    """Build a biLM from options.json and fill it from the weights hdf5 (frozen use: call ``.eval()``).
+
+    ``random_fills=False`` skips the random initialisation that the file overwrites (0.4 s of the original
+    size's load; the parameters start at zero, and the file sets all of them but the char embedding's padding
+    row, which is zero either way: tested). Training keeps the fills: they draw from torch's global random
+    stream, and a seeded run's later draws (the tagger's initialisation, dropout) depend on it."""
     options = read_options(options_path)
     precheck_weights(options, weights_path)  # sizes against the file before any allocation
-    with _unfilled():
+    if random_fills:
         bilm = options.build(stateful=stateful)
-    with torch.no_grad():
-        for param in bilm.parameters():
-            param.zero_()  # unfilled memory is whatever was there before
+    else:
+        with _unfilled():
+            bilm = options.build(stateful=stateful)
+        with torch.no_grad():
+            for param in bilm.parameters():
+                param.zero_()  # unfilled memory is whatever was there before
     load_weights(bilm, weights_path)
     return bilm
 

@@ -63,7 +63,7 @@ def embed(args: argparse.Namespace) -> int:
         raise NerAppError("--options and --weights go together (leave both out for the shipped biLM)")
     if args.options is None:
         args.options, args.weights = bilm_files(shipped(SHIPPED_BILM, "biLM (--options and --weights)"))
-    bilm = load_bilm(args.options, args.weights, stateful=args.stateful)
+    bilm = load_bilm(args.options, args.weights, stateful=args.stateful, random_fills=False)
     if args.max_stream_positions < 2:
         raise NerAppError(
             f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"

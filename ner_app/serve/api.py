@@ -221,7 +221,7 @@ def load_bilm(path: str | Path | None = None, device: str = "cpu") -> Embedder:
     ``download-elmo``); ``None``: the shipped biLM in ``data/bilm``."""
     given, device = _folder(path), _device(device)
     folder = shipped(SHIPPED_BILM, "biLM") if given is None else given
-    return Embedder(load_bilm_files(*bilm_files(folder)), device)
+    return Embedder(load_bilm_files(*bilm_files(folder), random_fills=False), device)
 
 
 def bilm_files(folder: Path) -> tuple[Path, Path]:

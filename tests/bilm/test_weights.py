@@ -53,14 +53,23 @@ def test_the_file_sets_every_parameter(tmp_path):
 
 
 def test_loading_skips_the_random_fills_and_puts_them_back(tmp_path):
-    """load_bilm builds without torch.nn.init's fills (the file overwrites them): torch's own functions are back
-    afterwards, also when the load fails, and a layer built later is initialised as usual."""
+    """load_bilm(random_fills=False) builds without torch.nn.init's fills (the file overwrites them) and draws
+    nothing from the global random stream; torch's own functions are back afterwards, also when the load
+    fails, and a layer built later is initialised as usual. The default keeps the fills (seeded training)."""
     fills = {name: getattr(torch.nn.init, name) for name in ("uniform_", "normal_", "kaiming_uniform_")}
-    options, weights = save_bilm(random_bilm(), tmp_path)
+    bilm = random_bilm()
+    options, weights = save_bilm(bilm, tmp_path)
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    loaded = load_bilm(options, weights, random_fills=False)
+    assert torch.equal(torch.get_rng_state(), state)  # nothing drawn from the global stream
+    for (name, a), (_, b) in zip(bilm.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
     load_bilm(options, weights)
+    assert not torch.equal(torch.get_rng_state(), state)  # the default draws as training always did
     (tmp_path / "bad.hdf5").write_bytes(b"not hdf5")
     with pytest.raises(WeightFileError):
-        load_bilm(options, tmp_path / "bad.hdf5")
+        load_bilm(options, tmp_path / "bad.hdf5", random_fills=False)
     assert {name: getattr(torch.nn.init, name) for name in fills} == fills
     assert torch.nn.Linear(8, 8).weight.abs().sum() > 0
 
