@@ -217,10 +217,9 @@ def test_a_client_sending_a_byte_a_second_is_dropped_while_others_are_answered(s
         assert received.startswith(b"HTTP/1.1 408 "), (name, received)
         error = json.loads(received.split(b"\r\n\r\n", 1)[1])
         assert error == {"error": f"request {'body' if name == 'body' else 'head'} not complete within 3 s"}
-        assert TIMEOUT_S <= seconds < TIMEOUT_S + 20, (
-            name,
-            seconds,
-        )  # dropped, not held for the 60 s it tries
+        # dropped, not held for the 60 s it tries; the server's timer and this clock are two processes' readings,
+        # so the drop may come a hair before 3 s by this one (a CI run measured 2.99999 s): 50 ms of slack
+        assert TIMEOUT_S - 0.05 <= seconds < TIMEOUT_S + 20, (name, seconds)
     assert len(answered) >= 2 and all(status == 200 for status, _ in answered), answered
     assert all(
         json.loads(body)["results"][0]["text"] == "Alice Smith flew to Paris ." for _, body in answered
