@@ -243,33 +243,6 @@ def precheck_weights(options: BilmOptions, weights_path: str | Path) -> None:
             )
 
 
-# torch.nn.init's fills that torch's own layers (Linear, Conv1d, Embedding, LSTM) call in reset_parameters
-_INIT_FILLS = (
-    "uniform_",
-    "normal_",
-    "kaiming_uniform_",
-    "kaiming_normal_",
-    "xavier_uniform_",
-    "zeros_",
-    "ones_",
-)
-
-
-@contextmanager
-def _unfilled() -> Iterator[None]:
-    """Layers built without their random fills: 0.4 s of the original-size biLM's load, all of it overwritten
-    by the weight file. (Building on the ``meta`` device would also skip them, but imports dynamo, the compiler, which
-    costs more.) Not thread-safe: only ``load_bilm(random_fills=False)`` uses it, around a build."""
-    saved = {name: getattr(torch.nn.init, name) for name in _INIT_FILLS}
-    try:
-        for name in _INIT_FILLS:
-            setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for name, fill in saved.items():
-            setattr(torch.nn.init, name, fill)
-
-
 def load_bilm(
     options_path: str | Path, weights_path: str | Path, stateful: bool = False, random_fills: bool = True
 ) -> BidirectionalLM:
@@ -281,14 +254,7 @@ def load_bilm(
     stream, and a seeded run's later draws (the tagger's initialisation, dropout) depend on it."""
     options = read_options(options_path)
     precheck_weights(options, weights_path)  # sizes against the file before any allocation
-    if random_fills:
-        bilm = options.build(stateful=stateful)
-    else:
-        with _unfilled():
-            bilm = options.build(stateful=stateful)
-        with torch.no_grad():
-            for param in bilm.parameters():
-                param.zero_()  # unfilled memory is whatever was there before
+    bilm = options.build(stateful=stateful, random_fills=random_fills)
     load_weights(bilm, weights_path)
     return bilm
 
