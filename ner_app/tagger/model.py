@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.document import context_layers
 from ner_app.bilm.elmo import Elmo
 from ner_app.tagger.batch import Batch
+from ner_app.tagger.bilstm import BiLstm
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.crf import CRF
@@ -60,9 +61,7 @@ class BiLstmCrfTagger(nn.Module):
         self.dropout = RandMaskDropout(dropout)
         # One bidirectional LSTM per layer, with our dropout between layers (what nn.LSTM's dropout does).
         sizes = [input_dim] + [2 * lstm_hidden] * (lstm_layers - 1)
-        self.lstm = nn.ModuleList(
-            nn.LSTM(size, lstm_hidden, batch_first=True, bidirectional=True) for size in sizes
-        )
+        self.lstm = nn.ModuleList(BiLstm(size, lstm_hidden) for size in sizes)
         self.elmo_at_output = elmo_at_output
         output_dim = 2 * lstm_hidden + (elmo.output_dim if elmo is not None and elmo_at_output else 0)
         self.output = nn.Linear(output_dim, num_tags)
@@ -148,12 +147,7 @@ class BiLstmCrfTagger(nn.Module):
         lengths = mask.sum(dim=1).cpu()
         h = x
         for i, lstm in enumerate(self.lstm):
-            packed = pack_padded_sequence(
-                self.dropout(h) if i else h, lengths, batch_first=True, enforce_sorted=False
-            )
-            h, _ = pad_packed_sequence(
-                lstm(packed)[0], batch_first=True, total_length=x.shape[1]
-            )  # (B, T, 2H)
+            h = cast(BiLstm, lstm).rows(self.dropout(h) if i else h, lengths, mask)  # (B, T, 2H)
         if self.elmo_at_output:
             h = torch.cat([h, elmo[1].to(h.dtype)], dim=-1)  # (B, T, 2H + 2P): [h_k; ELMo_k^task]
         return self.output(self.dropout(h))
