@@ -166,6 +166,30 @@ def test_marginals_sum_to_one():
     torch.testing.assert_close(total, mask.float())
 
 
+def log_space_marginals(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The textbook forward-backward in log space, in float64: the reference for long sentences."""
+    em, start, trans, end = (x.double() for x in crf._tempered(emissions))
+    alphas = torch.stack(crf._alphas(em, mask, start, trans), dim=1)  # (B, T, K)
+    log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,)
+    probs = torch.exp(alphas + crf._betas(em, mask, trans, end) - log_z[:, None, None])
+    return probs.masked_fill(~mask[:, :, None], 0.0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.86])
+def test_marginals_of_long_sentences_are_exact_to_float32_rounding(temperature: float) -> None:
+    """200 tokens of sharp emissions under the BIO constraints: float32 log-sums drift by 1e-4 there."""
+    tags = ["O", "B-A", "I-A", "B-B", "I-B"]
+    crf = make_crf(len(tags), allowed_transitions(tags, "BIO"))
+    crf.temperature = temperature
+    emissions, _, mask = make_batch(len(tags), [200, 37, 1, 120], seed=17, scale=4.0)
+    with torch.no_grad():
+        found = crf.marginals(emissions, mask)
+        expected = log_space_marginals(crf, emissions, mask)
+    assert found.dtype == torch.float32
+    torch.testing.assert_close(found.double(), expected, atol=1e-6, rtol=0)
+    assert found.min() >= 0 and found.max() <= 1
+
+
 def test_autocast_bf16_matches_fp32():
     crf = make_crf(4, allowed_transitions(["O", "B-A", "I-A", "B-B"], "BIO"))
     emissions, tags, mask = make_batch(4, LENGTHS, seed=13, scale=2.0)
