@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ner_app.tagger.marginals import scaled_marginals
+
 # Score of a forbidden transition: finite (unlike -inf) so that log-sum-exp and its gradients never see
 # inf - inf, yet low enough that exp() of it is exactly 0 in fp32 and Viterbi never picks it.
 FORBIDDEN = -1e4
@@ -272,33 +274,12 @@ class CRF(nn.Module):
 
         In probability space, in float64, each step rescaled to sum 1 (a position's scale cancels in its
         marginals): a (B, K) x (K, K) product a step instead of a log-sum-exp over (B, K, K), about 3x faster,
-        and exact to the output's rounding where float32 log-sums drift by 1e-4 over long sentences. The same
-        recursion as the ONNX predictor's (``serve/onnx_crf.py``). Returned in the emissions' dtype, at least
-        float32."""
+        and exact to the output's rounding where float32 log-sums drift by 1e-4 over long sentences
+        (``marginals.py``). Returned in the emissions' dtype, at least float32."""
         mask = self._check(emissions, mask)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             tempered = self._tempered(emissions)
-            e, start, trans, end = (x.double() for x in tempered)
-            # Potentials shifted by their maxima before exp: a forbidden transition (-1e4) becomes exactly 0.
-            weights = torch.exp(trans - trans.max())  # (K, K)
-            local = torch.exp(e - e.amax(dim=2, keepdim=True)).unbind(1)  # T x (B, K)
-            step_masks = mask[:, :, None].unbind(1)  # T x (B, 1)
-            alpha = torch.exp(start - start.max()) * local[0]  # (B, K)
-            alphas = [alpha / alpha.sum(dim=1, keepdim=True)]
-            for t in range(1, len(local)):
-                nxt = (alphas[-1] @ weights) * local[t]
-                alphas.append(torch.where(step_masks[t], nxt / nxt.sum(dim=1, keepdim=True), alphas[-1]))
-            final = torch.exp(end - end.max())
-            final = (final / final.sum()).expand_as(alpha)  # a row's last step starts from the end scores
-            betas = [final]
-            for t in range(len(local) - 2, -1, -1):
-                nxt = (local[t + 1] * betas[-1]) @ weights.T
-                betas.append(torch.where(step_masks[t + 1], nxt / nxt.sum(dim=1, keepdim=True), final))
-            probs = torch.stack(alphas, dim=1) * torch.stack(betas[::-1], dim=1)  # (B, T, K)
-            probs = probs / probs.sum(
-                dim=2, keepdim=True
-            )  # sum_k alpha_t(k) beta_t(k) is the same at every t
-            return probs.masked_fill(~mask.unsqueeze(2), 0.0).to(tempered[0].dtype)
+            return scaled_marginals(*tempered, mask).to(tempered[0].dtype)
 
     @staticmethod
     def _betas(emissions: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
