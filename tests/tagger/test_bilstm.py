@@ -7,9 +7,17 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ner_app.tagger import bilstm
 from ner_app.tagger.bilstm import BiLstm
 
 LENGTHS = [5, 1, 7, 3, 7]
+
+
+@pytest.fixture(autouse=True)
+def always_fused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These batches are short: take the fused call whatever their size, so that it is what the tests check."""
+    monkeypatch.setattr(bilstm, "FUSED_MIN_STEPS", 1)
+    monkeypatch.setattr(bilstm, "FUSED_MIN_ROWS", 1)
 
 
 def brute_force(lstm: nn.LSTM, x: torch.Tensor, suffix: str) -> torch.Tensor:
@@ -131,3 +139,26 @@ def test_rows_of_equal_lengths_and_single_steps(lengths: list[int]) -> None:
     n = torch.tensor(lengths)
     mask = torch.arange(max(lengths))[None] < n[:, None]
     torch.testing.assert_close(lstm.rows(x, n, mask), packed_rows(lstm, x, n), atol=1e-6, rtol=1e-6)
+
+
+def test_short_fp32_batches_and_single_rows_stay_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bilstm, "FUSED_MIN_STEPS", 10)
+    monkeypatch.setattr(bilstm, "FUSED_MIN_ROWS", 2)
+    assert BiLstm.fused(torch.zeros(8, 10, 3))
+    assert not BiLstm.fused(torch.zeros(8, 9, 3))  # short
+    assert not BiLstm.fused(torch.zeros(1, 40, 3))  # one row
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert BiLstm.fused(torch.zeros(1, 2, 3))  # only the fused call runs the LSTM in bf16
+    assert not BiLstm.fused(torch.zeros(8, 40, 3, device="meta"))  # not on the CPU: cuDNN takes packed rows
+
+
+def test_a_batch_gives_the_same_rows_by_either_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatch only picks a kernel: a batch just below and just above the threshold agree with packed."""
+    torch.manual_seed(7)
+    lstm = BiLstm(4, 3)
+    for steps in (9, 10):
+        monkeypatch.setattr(bilstm, "FUSED_MIN_STEPS", 10)
+        n = torch.tensor([steps, 2, steps - 1])
+        x = torch.randn(3, steps, 4)
+        mask = torch.arange(steps)[None] < n[:, None]
+        torch.testing.assert_close(lstm.rows(x, n, mask), packed_rows(lstm, x, n), atol=1e-6, rtol=1e-6)
