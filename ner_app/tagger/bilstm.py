@@ -26,10 +26,9 @@ class BiLstm(nn.LSTM):
     Why not packed rows on a CPU: there torch runs a ``PackedSequence`` step by step, a matrix product and the
     gate ops a time step and, backward, a gradient buffer filled a step; over padded rows it runs oneDNN's fused
     LSTM, forward and backward, each direction one call (faster from about 10 steps, and in bf16 under autocast:
-    docs/performance.md). Padded rows
-    are exact for the forward direction, whose padding comes after every real step, and for the backward one
-    once each row is reversed within its length; each direction runs as a one-direction LSTM with its own
-    weights. Short fp32 batches, a GPU (cuDNN takes packed rows as they are) and tracing for ONNX (ONNX's LSTM
+    docs/performance.md). Padded rows are exact for the forward direction, whose padding comes after every real
+    step, and for the backward one once each row is reversed within its length; each direction runs as a
+    one-direction LSTM with its own weights. Short fp32 batches, a GPU (cuDNN takes packed rows as they are) and tracing for ONNX (ONNX's LSTM
     takes the lengths) keep the packed rows (``fused``).
     """
 
