@@ -9,9 +9,14 @@ from torch import nn
 class WordCharCNN(nn.Module):
     """Character embeddings -> one convolution (same padding) -> ReLU -> max over the word's characters.
 
-    Every word is computed on its own, so without autograd (evaluation, ``predict``) the words of a batch go
-    through in chunks of ``chunk_words`` (None: all at once): the (words, filters, W) activations then stay
-    bounded however long a sentence is. Training computes all at once: its gradients are those of one pass.
+    Every word is computed on its own, so on a CPU each distinct character row of a batch is computed once
+    and copied to its positions: sentences repeat words ("the", ",", "."), and every padded position is the
+    same all-zero row. A row's features are those it gets among all the positions, bit for bit (tested); in
+    training the gradients of a word's positions are summed before the convolution's, the same sum in another
+    order. On a GPU (where finding the distinct rows waits for the device) and in a traced graph (the ONNX
+    export) every position is computed. Without autograd (evaluation, ``predict``) the rows go through in
+    chunks of ``chunk_words`` (None: all at once): the (words, filters, W) activations then stay bounded
+    however long a sentence is. Training computes all at once: its gradients are those of one pass.
     """
 
     chunk_words: int | None = 4096
@@ -26,15 +31,22 @@ class WordCharCNN(nn.Module):
         """chars (B, T, W) long, 0 = padding -> features (B, T, filters)."""
         batch, steps, width = chars.shape
         flat = chars.reshape(batch * steps, width)  # (N, W)
+        if flat.device.type != "cpu" or torch.jit.is_tracing():
+            return self.chunked(flat).reshape(batch, steps, -1)
+        distinct, rows = torch.unique(flat, dim=0, return_inverse=True)  # (U, W), (N,)
+        return self.chunked(distinct)[rows].reshape(batch, steps, -1)
+
+    def chunked(self, flat: torch.Tensor) -> torch.Tensor:
+        """chars (N, W) long -> features (N, filters): ``words``, in chunks of ``chunk_words`` without autograd."""
         chunk = self.chunk_words
         if chunk is None or torch.is_grad_enabled() or flat.shape[0] <= chunk:
-            return self.words(flat).reshape(batch, steps, -1)
+            return self.words(flat)
         first = self.words(flat[:chunk])  # (chunk, filters)
         out = first.new_empty(flat.shape[0], first.shape[1])  # (N, filters)
         out[:chunk] = first
         for start in range(chunk, flat.shape[0], chunk):
             out[start : start + chunk] = self.words(flat[start : start + chunk])
-        return out.reshape(batch, steps, -1)
+        return out
 
     def words(self, flat: torch.Tensor) -> torch.Tensor:
         """chars (N, W) long -> features (N, filters)."""

@@ -63,6 +63,49 @@ def test_char_cnn_ignores_padding_characters():
     torch.testing.assert_close(cnn(short), cnn(short[..., :2]))
 
 
+def _repeated_chars() -> torch.Tensor:
+    """(4, 9, 6) char ids: words drawn from five, so that rows repeat, and padded positions."""
+    torch.manual_seed(3)
+    vocab = torch.randint(1, 10, (5, 6))
+    vocab[:, 4:] = 0  # padded characters
+    chars = vocab[torch.randint(0, 5, (4, 9))]  # (4, 9, 6)
+    chars[1:, 7:] = 0  # padded positions
+    return chars
+
+
+def test_char_cnn_computes_each_distinct_row_once_with_the_same_bits():
+    torch.manual_seed(0)
+    cnn = WordCharCNN(10, 4, 5, 3)
+    chars = _repeated_chars()
+    flat = chars.reshape(-1, 6)  # (36, 6)
+    assert len(torch.unique(flat, dim=0)) < 8  # what the test is about: most rows repeat
+    seen: list[int] = []
+    cnn.words = lambda rows: (seen.append(len(rows)), WordCharCNN.words(cnn, rows))[1]  # type: ignore[method-assign]
+    out = cnn(chars)  # (4, 9, 5)
+    assert seen == [len(torch.unique(flat, dim=0))]
+    assert torch.equal(out, WordCharCNN.words(cnn, flat).reshape(4, 9, 5))  # every position, bit for bit
+    with torch.no_grad():
+        assert torch.equal(cnn(chars), out.detach())
+
+
+def test_char_cnn_gradients_of_distinct_rows_equal_those_of_every_position():
+    torch.manual_seed(0)
+    cnn = WordCharCNN(10, 4, 5, 3)
+    chars = _repeated_chars()
+    weight = torch.randn(4, 9, 5)
+    (cnn(chars) * weight).sum().backward()
+    distinct = [p.grad.clone() for p in cnn.parameters()]
+    cnn.zero_grad()
+    (cnn.words(chars.reshape(-1, 6)).reshape(4, 9, 5) * weight).sum().backward()
+    for got, expected in zip(distinct, [p.grad for p in cnn.parameters()], strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    traced = torch.jit.trace(
+        cnn, (chars,), check_trace=False
+    )  # a traced graph (ONNX) computes every position
+    assert "unique" not in str(traced.graph)
+    torch.testing.assert_close(traced(chars), cnn(chars), atol=0, rtol=0)
+
+
 def test_frozen_word_rows_are_looked_up_but_never_trained():
     tagger = make_tagger(elmo=False, frozen_words=4)
     vectors = torch.randn(24, 6)
