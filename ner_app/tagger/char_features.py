@@ -5,6 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# Finding the distinct rows costs about as much as the convolutions of 30 positions at 128 filters (the
+# baseline's, 1 thread; measured in docs/performance.md): below that, every position is computed.
+DISTINCT_MIN_WORK = 4096  # positions x filters
+
 
 class WordCharCNN(nn.Module):
     """Character embeddings -> one convolution (same padding) -> ReLU -> max over the word's characters.
@@ -13,10 +17,11 @@ class WordCharCNN(nn.Module):
     and copied to its positions: sentences repeat words ("the", ",", "."), and every padded position is the
     same all-zero row. A row's features are those it gets among all the positions, bit for bit (tested); in
     training the gradients of a word's positions are summed before the convolution's, the same sum in another
-    order. On a GPU (where finding the distinct rows waits for the device) and in a traced graph (the ONNX
-    export) every position is computed. Without autograd (evaluation, ``predict``) the rows go through in
-    chunks of ``chunk_words`` (None: all at once): the (words, filters, W) activations then stay bounded
-    however long a sentence is. Training computes all at once: its gradients are those of one pass.
+    order. The ONNX export traces the same (an ONNX ``Unique``). On a GPU, where finding the distinct rows
+    waits for the device, and in batches too small to pay for the search (``DISTINCT_MIN_WORK``), every
+    position is computed. Without autograd (evaluation, ``predict``) the rows go through in chunks of
+    ``chunk_words`` (None: all at once): the (words, filters, W) activations then stay bounded however long a
+    sentence is. Training computes all at once: its gradients are those of one pass.
     """
 
     chunk_words: int | None = 4096
@@ -31,7 +36,10 @@ class WordCharCNN(nn.Module):
         """chars (B, T, W) long, 0 = padding -> features (B, T, filters)."""
         batch, steps, width = chars.shape
         flat = chars.reshape(batch * steps, width)  # (N, W)
-        if flat.device.type != "cpu" or torch.jit.is_tracing():
+        small = (
+            flat.shape[0] * self.output_dim < DISTINCT_MIN_WORK
+        )  # a traced graph (ONNX) searches at any size
+        if flat.device.type != "cpu" or (small and not torch.jit.is_tracing()):
             return self.chunked(flat).reshape(batch, steps, -1)
         distinct, rows = torch.unique(flat, dim=0, return_inverse=True)  # (U, W), (N,)
         return self.chunked(distinct)[rows].reshape(batch, steps, -1)

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from ner_app.bilm import Elmo
+from ner_app.tagger import char_features
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.constraints import allowed_transitions
@@ -73,7 +74,8 @@ def _repeated_chars() -> torch.Tensor:
     return chars
 
 
-def test_char_cnn_computes_each_distinct_row_once_with_the_same_bits():
+def test_char_cnn_computes_each_distinct_row_once_with_the_same_bits(monkeypatch):
+    monkeypatch.setattr(char_features, "DISTINCT_MIN_WORK", 0)
     torch.manual_seed(0)
     cnn = WordCharCNN(10, 4, 5, 3)
     chars = _repeated_chars()
@@ -88,7 +90,8 @@ def test_char_cnn_computes_each_distinct_row_once_with_the_same_bits():
         assert torch.equal(cnn(chars), out.detach())
 
 
-def test_char_cnn_gradients_of_distinct_rows_equal_those_of_every_position():
+def test_char_cnn_gradients_of_distinct_rows_equal_those_of_every_position(monkeypatch):
+    monkeypatch.setattr(char_features, "DISTINCT_MIN_WORK", 0)
     torch.manual_seed(0)
     cnn = WordCharCNN(10, 4, 5, 3)
     chars = _repeated_chars()
@@ -99,11 +102,19 @@ def test_char_cnn_gradients_of_distinct_rows_equal_those_of_every_position():
     (cnn.words(chars.reshape(-1, 6)).reshape(4, 9, 5) * weight).sum().backward()
     for got, expected in zip(distinct, [p.grad for p in cnn.parameters()], strict=True):
         torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
-    traced = torch.jit.trace(
-        cnn, (chars,), check_trace=False
-    )  # a traced graph (ONNX) computes every position
-    assert "unique" not in str(traced.graph)
-    torch.testing.assert_close(traced(chars), cnn(chars), atol=0, rtol=0)
+    traced = torch.jit.trace(cnn, (chars,), check_trace=False)  # what the ONNX export traces: the same
+    assert "unique" in str(traced.graph)
+    other = _repeated_chars()[:, :5]  # another batch through the traced graph
+    assert torch.equal(traced(other), cnn.words(other.reshape(-1, 6)).reshape(4, 5, 5))
+
+
+def test_char_cnn_computes_every_position_of_a_batch_too_small_to_pay_for_the_search():
+    cnn = WordCharCNN(10, 4, 5, 3)
+    seen: list[int] = []
+    cnn.words = lambda rows: (seen.append(len(rows)), WordCharCNN.words(cnn, rows))[1]  # type: ignore[method-assign]
+    cnn(_repeated_chars())  # 36 positions x 5 filters, below DISTINCT_MIN_WORK
+    assert seen == [36]
+    assert torch.jit.trace(cnn, (_repeated_chars(),), check_trace=False).graph.findNode("aten::unique_dim")
 
 
 def test_frozen_word_rows_are_looked_up_but_never_trained():
