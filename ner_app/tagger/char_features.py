@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# Finding the distinct rows costs about as much as the convolutions of 30 positions at 128 filters (the
-# baseline's, 1 thread; measured in docs/performance.md): below that, every position is computed.
-DISTINCT_MIN_WORK = 4096  # positions x filters
+# Finding the distinct rows pays from about 50-60 positions at 128 filters (the baseline's, 1 thread, forward
+# and backward: benchmarks/char_rows.py): below that, every position is computed.
+DISTINCT_MIN_WORK = 8192  # positions x filters
 
 
 class WordCharCNN(nn.Module):

@@ -56,6 +56,7 @@ SMOKE = {
     ),
     "inference_steps": ("python -m benchmarks.inference_steps --size tiny --repeats 1 --batch 8", None),
     "batch_size": ("python -m benchmarks.batch_size --lines 20 --repeats 1 --sizes 8,16", None),
+    "char_rows": ("python -m benchmarks.char_rows --repeats 1 --batches 2 --sizes 1,8", None),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
