@@ -1,6 +1,6 @@
 """The tagger's word char CNN with each distinct character row of a batch computed once, against every position.
 
-    python -m benchmarks.char_rows [--threads 1] [--repeats 5] [--batches 40] [--sizes 1,4,8,16,32,64]
+    python -m benchmarks.char_rows [--threads 1] [--repeats 5] [--batches 40] [--sizes 1,4,8,16,32,64] [--train F]
 
 Batches are those of training: CoNLL-2003's training sentences (the tiny corpus without ../shared) through
 ``LengthBucketSampler`` (shuffled with a fixed seed, sorted by length within chunks, the baseline's token
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -59,9 +60,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--sizes", default="1,4,8,16,32,64", help="sentences per batch, comma-separated")
+    parser.add_argument("--train", type=Path, help="a CoNLL file (default: CoNLL-2003's training file)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    train = SHARED / "data" / "conll2003" / "train.txt"
+    train = args.train or SHARED / "data" / "conll2003" / "train.txt"
     if not train.is_file():
         train = ROOT / "tests" / "data" / "tiny_conll" / "train.txt"
     sentences = [s.tokens for s in read_conll(train)]

@@ -56,7 +56,10 @@ SMOKE = {
     ),
     "inference_steps": ("python -m benchmarks.inference_steps --size tiny --repeats 1 --batch 8", None),
     "batch_size": ("python -m benchmarks.batch_size --lines 20 --repeats 1 --sizes 8,16", None),
-    "char_rows": ("python -m benchmarks.char_rows --repeats 1 --batches 2 --sizes 1,8", None),
+    "char_rows": (
+        "python -m benchmarks.char_rows --repeats 1 --batches 2 --sizes 1,8 --train tests/data/tiny_conll/train.txt",
+        None,
+    ),
     "lstm_directions": (
         "python -m benchmarks.lstm_directions --threads 1 --repeats 1 --batch 8 --steps 5",
         None,
@@ -433,7 +436,13 @@ def as_documented(command: str) -> str:
     return command
 
 
-@pytest.mark.parametrize("name", list(SMOKE))
+# Smoke commands that start several training processes (15-20 s): run with the slow tests, which CI runs too.
+SLOW_SMOKE = {"epoch_speed"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMOKE else n for n in SMOKE]
+)
 def test_benchmark_smoke_command_runs(name: str) -> None:
     command, needs = SMOKE[name]
     if needs is not None:
