@@ -42,7 +42,9 @@ class WordCharCNN(nn.Module):
         if flat.device.type != "cpu" or (small and not torch.jit.is_tracing()):
             return self.chunked(flat).reshape(batch, steps, -1)
         distinct, rows = torch.unique(flat, dim=0, return_inverse=True)  # (U, W), (N,)
-        return self.chunked(distinct)[rows].reshape(batch, steps, -1)
+        # In float32 (under bf16 autocast the features are bf16, and the model's concatenation makes them float32
+        # anyway), so that the gather's backward sums a word's gradients in float32, not in bf16.
+        return self.chunked(distinct).float()[rows].reshape(batch, steps, -1)
 
     def chunked(self, flat: torch.Tensor) -> torch.Tensor:
         """chars (N, W) long -> features (N, filters): ``words``, in chunks of ``chunk_words`` without autograd."""

@@ -108,6 +108,20 @@ def test_char_cnn_gradients_of_distinct_rows_equal_those_of_every_position(monke
     assert torch.equal(traced(other), cnn.words(other.reshape(-1, 6)).reshape(4, 5, 5))
 
 
+def test_char_cnn_distinct_rows_under_bf16_autocast_are_float32_with_the_same_values(monkeypatch):
+    """Under autocast the features are bf16; the distinct rows come back float32 (what the model's concatenation
+    makes of them), so that a word's positions sum their gradients in float32."""
+    monkeypatch.setattr(char_features, "DISTINCT_MIN_WORK", 0)
+    torch.manual_seed(0)
+    cnn = WordCharCNN(10, 4, 5, 3)
+    chars = _repeated_chars()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        distinct = cnn(chars)
+        every = cnn.words(chars.reshape(-1, 6)).reshape(4, 9, 5)
+    assert distinct.dtype == torch.float32 and every.dtype == torch.bfloat16
+    assert torch.equal(distinct, every.float())
+
+
 def test_char_cnn_computes_every_position_of_a_batch_too_small_to_pay_for_the_search():
     cnn = WordCharCNN(10, 4, 5, 3)
     seen: list[int] = []
