@@ -36,9 +36,8 @@ class WordCharCNN(nn.Module):
         """chars (B, T, W) long, 0 = padding -> features (B, T, filters)."""
         batch, steps, width = chars.shape
         flat = chars.reshape(batch * steps, width)  # (N, W)
-        small = (
-            flat.shape[0] * self.output_dim < DISTINCT_MIN_WORK
-        )  # a traced graph (ONNX) searches at any size
+        small = flat.shape[0] * self.output_dim < DISTINCT_MIN_WORK
+        # a traced graph (the ONNX export) searches whatever the size of the example it was traced with
         if flat.device.type != "cpu" or (small and not torch.jit.is_tracing()):
             return self.chunked(flat).reshape(batch, steps, -1)
         distinct, rows = torch.unique(flat, dim=0, return_inverse=True)  # (U, W), (N,)
