@@ -25,15 +25,16 @@ from ner_app.tagger import char_features
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.text.conll import read_conll
-from ner_app.text.vocab import build_char_vocab, build_word_vocab
+from ner_app.text.vocab import Vocab, build_char_vocab, build_word_vocab
 from ner_app.train.datamodule import LengthBucketSampler
 
 BUDGET = 8192  # data.max_tokens_per_batch's default
 
 
-def training_batches(sentences: list[list[str]], size: int, count: int) -> list[torch.Tensor]:
+def training_batches(
+    sentences: list[list[str]], words: Vocab, chars: Vocab, size: int, count: int
+) -> list[torch.Tensor]:
     """The (B, T, W) char ids of the first ``count`` training batches of ``size`` sentences."""
-    words, chars = build_word_vocab(sentences), build_char_vocab(sentences)
     sampler = LengthBucketSampler([len(s) for s in sentences], size, shuffle=True, seed=1, max_tokens=BUDGET)
     batches = []
     for indices in sampler:
@@ -69,7 +70,8 @@ def main() -> None:
     sentences = [s.tokens for s in read_conll(train)]
     m = ModelConfig()
     torch.manual_seed(0)
-    cnn = WordCharCNN(len(build_char_vocab(sentences).itos), m.char_dim, m.char_filters, m.char_width)
+    words, char_vocab = build_word_vocab(sentences), build_char_vocab(sentences)
+    cnn = WordCharCNN(len(char_vocab.itos), m.char_dim, m.char_filters, m.char_width)
     char_features.DISTINCT_MIN_WORK = 0  # forward: always the distinct rows
 
     def every_position(chars: torch.Tensor) -> torch.Tensor:
@@ -81,7 +83,7 @@ def main() -> None:
     print(f"{args.batches} batches a size, median of {args.repeats} rounds in turn\n")
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        batches = training_batches(sentences, size, args.batches)
+        batches = training_batches(sentences, words, char_vocab, size, args.batches)
         for chars in batches:  # the same features, bit for bit
             assert torch.equal(cnn(chars).reshape(-1, m.char_filters), every_position(chars))
         positions = sum(c.shape[0] * c.shape[1] for c in batches) / len(batches)
