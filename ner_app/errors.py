@@ -42,32 +42,63 @@ class Stopped(SystemExit):
         super().__init__(SIGTERM_EXIT)
 
 
+# The stops that arrived while ``stopping_on_signals`` held, oldest first. Kept because Python prints and drops an
+# exception raised where it cannot propagate (a ``__del__``, a weakref callback, the garbage collector): the
+# long loops call ``raise_if_stopped`` between batches, so a dropped stop still ends the command.
+_stops: list[int] = []
+
+
+def _stop_exception(signum: int) -> BaseException:
+    return Stopped() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
 def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise Stopped
+    _stops.append(signum)
+    raise _stop_exception(signum)
+
+
+def raise_if_stopped() -> None:
+    """Raise the stop (``Stopped`` or ``KeyboardInterrupt``) of a signal whose first raise Python dropped."""
+    if _stops:
+        raise _stop_exception(_stops[0])
+
+
+def stop_reported() -> None:
+    """The caller caught the stop, told the user and ends the command with its code: nothing to raise again."""
+    _stops.clear()
 
 
 @contextmanager
-def stopping_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises ``Stopped`` inside the block (the default action would end the process on the spot).
+def stopping_on_signals() -> Iterator[None]:
+    """SIGTERM raises ``Stopped`` inside the block (the default action would end the process on the spot), and
+    Ctrl-C ``KeyboardInterrupt`` as usual; both are recorded for ``raise_if_stopped``. A SIGINT the process
+    ignores (a background job, a worker) stays ignored.
 
     Lightning adds its own SIGTERM handler in front of this one while it trains, and keeps calling this one.
     """
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    _stops.clear()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stopped)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_stopped)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _stops.clear()
 
 
 def run_reporting_errors(command: Callable[[], int]) -> int:
     """Run ``command``; turn a user's mistake into one ``error: ...`` line and exit code 2, and SIGTERM into
     one line and exit code 143 (Ctrl-C: 130)."""
     try:
-        with stopping_on_sigterm():
-            return command()
+        with stopping_on_signals():
+            code = command()
+            raise_if_stopped()  # a stop Python dropped after the last loop's check: the shell must still see it
+            return code
     except Stopped:
         print(f"stopped by SIGTERM before the command finished; {REMOVED}", file=sys.stderr)
         return SIGTERM_EXIT

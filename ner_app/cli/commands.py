@@ -18,7 +18,7 @@ from ner_app.cli.convert import convert
 from ner_app.cli.inference import embed, evaluate, export, predict
 from ner_app.cli.parser import TRAIN_DESCRIPTION, OwnedNamespace, add_train_arguments, build_parser
 from ner_app.cli.serving import serve
-from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors
+from ner_app.errors import SIGTERM_EXIT, NerAppError, Stopped, run_reporting_errors, stop_reported
 
 
 def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[str, Any] | None:
@@ -33,6 +33,7 @@ def _until_sigterm(run: Callable[[], dict[str, Any]], output_dir: str) -> dict[s
     try:
         return run()
     except (Stopped, SIGTERMException):
+        stop_reported()
         last = Path(output_dir) / "checkpoints" / "last.ckpt"
         then = (
             f"the same command with --resume continues from {last}"

@@ -11,7 +11,7 @@ from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger, TensorBoardLogger
 
 from ner_app.config.schema import BilmTrainConfig, RuntimeConfig
-from ner_app.errors import NerAppError
+from ner_app.errors import NerAppError, raise_if_stopped
 from ner_app.runtime.checkpoint import SafeCheckpointIO
 from ner_app.runtime.devices import choose_precision
 from ner_app.runtime.log_progress import lightning_progress, silence_known_warnings
@@ -48,6 +48,7 @@ def build_trainer(
             *callbacks,
             *lightning_progress(runtime.enable_progress_bar),
             FittedLogInterval(runtime.log_every_n_steps),
+            HeedStops(),
         ],
         logger=run_loggers(runtime.logger, run_dir, keep_below) if run_dir is not None else False,
         plugins=[SafeCheckpointIO()],
@@ -59,6 +60,23 @@ def build_trainer(
         use_distributed_sampler=False,  # every loader of this project shards by rank itself
         **loops,
     )
+
+
+class HeedStops(Callback):
+    """After every batch, raise a Ctrl-C or SIGTERM whose first raise Python dropped (``raise_if_stopped``), so
+    that a fit or an evaluation still stops."""
+
+    def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        raise_if_stopped()
+
+    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        raise_if_stopped()
+
+    def on_test_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        raise_if_stopped()
+
+    def on_predict_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        raise_if_stopped()
 
 
 class FittedLogInterval(Callback):

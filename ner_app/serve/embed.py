@@ -22,7 +22,7 @@ from ner_app.bilm.document import (
     stream_batches,
     stream_layers,
 )
-from ner_app.errors import NerAppError
+from ner_app.errors import NerAppError, raise_if_stopped
 from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar
 from ner_app.text.batching import budget_batches
@@ -125,6 +125,7 @@ def layer_batches(
     if context != "document":
         lengths = [len(s) for s in sentences]
         for batch in length_batches(lengths, batch_size, keep_order=bilm.stateful, max_tokens=max_tokens):
+            raise_if_stopped()  # between batches: a Ctrl-C or SIGTERM whose first raise Python dropped
             result = bilm(batch_to_ids([list(sentences[i]) for i in batch]).to(device))
             yield LayerBatch(batch, result.layers, result.mask)
         return
@@ -134,6 +135,7 @@ def layer_batches(
         contexts = document_contexts([sentences[i] for i in doc], max_positions)
         jobs += [(line, stream) for line, (stream, k) in zip(doc, contexts, strict=True) if k == 0]
     for group in stream_batches([sum(len(s) + 2 for s in stream) for _, stream in jobs], max_tokens):
+        raise_if_stopped()
         chosen = [jobs[g] for g in group]
         for (line, _), layers in zip(chosen, stream_layers(bilm, [s for _, s in chosen]), strict=True):
             for k, rows in enumerate(layers):  # (L+1, n+2, 2P): one sentence with its <S> and </S>

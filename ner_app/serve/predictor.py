@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ner_app.bilm.document import Context, document_contexts
+from ner_app.errors import raise_if_stopped
 from ner_app.tagger.batch import Batch, batch_to, encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -121,6 +122,7 @@ class Predictor:
         for group in budget_batches(
             lengths, self.batch_size, self.max_tokens, keep_order=bool(self._stream_contexts)
         ):
+            raise_if_stopped()  # between batches: a Ctrl-C or SIGTERM whose first raise Python dropped
             yield group, self._collate([(p, pieces[p][1]) for p in group])
 
     def emission_batches(

@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ner_app.errors import NerAppError
+from ner_app.errors import NerAppError, raise_if_stopped
 from ner_app.serve.fork_server import load_predictor, model_request, start_fork_server, stop_fork_server
 from ner_app.text.batching import budget_batches
 from ner_app.text.pieces import Tagged, join_pieces, split_pieces
@@ -205,6 +205,7 @@ class WorkerPool:
         ``TASKS_AHEAD`` tasks per worker are read ahead, so a large input streams."""
         pending: deque[Future[R]] = deque()
         for task in tasks:
+            raise_if_stopped()  # a Ctrl-C or SIGTERM whose first raise Python dropped
             try:
                 pending.append(self._executor.submit(function, task))
                 self._processes()
