@@ -4,7 +4,7 @@
     python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke  # about a minute: tiny corpus
 
 For each seed, 500 training sentences drawn at random are the labelled set of round 0. Each strategy
-(least-confidence, margin, entropy; ``ner-app select``'s, ``tagger/uncertainty.py``) and random selection then
+(least-confidence, margin, entropy, mnlp; ``ner-app select``'s, ``tagger/uncertainty.py``) and random selection then
 run 5 rounds: the model of the previous round scores the rest of the training set (the pool) and the 500 it
 ranks first join the labelled set with their gold tags. Every round trains from scratch, with
 ``ner-app train --config configs/conll2003_baseline.yaml`` and the same epoch budget (``--epochs``,
@@ -46,7 +46,7 @@ from ner_app.cli.commands import main as cli_main
 from ner_app.files import write_bytes, write_text
 from ner_app.text.conll import Sentence, read_conll
 
-STRATEGIES = ("random", "least-confidence", "margin", "entropy")
+STRATEGIES = ("random", "least-confidence", "margin", "entropy", "mnlp")
 
 
 def write_labelled(source: Path, target: Path, sentences: list[Sentence], chosen: list[int]) -> None:

@@ -13,7 +13,8 @@ from ner_app.errors import NerAppError
 from ner_app.report.formats import format_names
 
 LINES = "lines"  # select's plain output: one selected sentence per line, no predictions
-STRATEGY_NAMES = ("margin", "entropy", "least-confidence", "random")  # as tagger/uncertainty.py's STRATEGIES
+# as tagger/uncertainty.py's STRATEGIES, in the order --help lists them
+STRATEGY_NAMES = ("margin", "entropy", "least-confidence", "mnlp", "random")
 
 
 def add_find_threshold_parser(commands: argparse._SubParsersAction) -> None:
@@ -50,8 +51,9 @@ def add_select_parser(commands: argparse._SubParsersAction) -> None:
         help="choose the K sentences of a pool to annotate next (active learning), with the model's predictions",
         description="Scores every sentence of a pool (raw text lines, or a CoNLL file) with the model and "
         "writes the K most uncertain, most uncertain first: least-confidence (1 - P(best path)), margin "
-        "(P(best) - P(second-best path)), entropy (mean token entropy of the marginals) or random. The same "
-        "pool, model and --seed give the same selection (docs/active_learning.md).",
+        "(P(best) - P(second-best path)), entropy (mean token entropy of the marginals), mnlp (log P(best path) "
+        "per token) or random. The same pool, model and --seed give the same selection "
+        "(docs/active_learning.md).",
     )
     choose.add_argument(
         "--input", required=True, help="the pool: a text file (one candidate per line) or CoNLL"

@@ -5,11 +5,14 @@ Exact, from the CRF's own distribution over tag paths (at its calibrated tempera
 
 - least confidence: 1 - P(best path), with P(best path) = exp(Viterbi score - log Z);
 - margin: P(best path) - P(second-best path), the second-best path from an exact 2-best Viterbi (``two_best``);
-- token entropy: the entropy of each token's marginal distribution over tags, averaged over the tokens.
+- token entropy: the entropy of each token's marginal distribution over tags, averaged over the tokens;
+- MNLP (maximum normalized log-probability, Shen et al. 2018): log P(best path) over the number of tokens, the
+  least confidence of a sentence per token.
 
 Token entropy is the mean over tokens, not the sum (Settles & Craven's TE, normalised by the length): the cost
 of a selection is counted in sentences, and the summed entropy of a sentence grows with its length, so the sum
-would mostly pick long sentences and buy more annotated tokens per "sentence" than the other strategies.
+would mostly pick long sentences and buy more annotated tokens per "sentence" than the other strategies. MNLP
+normalises least confidence the same way: a path's log-probability is a sum over its tokens too.
 
 A sentence tagged in several pieces (or a line holding several sentences) is a product of independent CRF
 sentences: ``combine`` gives the exact quantities of the whole from those of its parts.
@@ -26,7 +29,7 @@ from torch import Tensor
 
 from ner_app.tagger.crf import CRF
 
-STRATEGIES = ("least-confidence", "margin", "entropy", "random")
+STRATEGIES = ("least-confidence", "margin", "entropy", "mnlp", "random")
 
 
 def two_best(
@@ -84,6 +87,11 @@ class SentenceUncertainty:
         return math.exp(self.log_best) - math.exp(self.log_second)
 
     @property
+    def normalized_log_best(self) -> float:
+        """MNLP's number: log P(best path) / tokens, the best path's log-probability per token (<= 0)."""
+        return self.log_best / self.tokens if self.tokens else 0.0
+
+    @property
     def entropy(self) -> float:
         """Mean token entropy (nats): the summed entropy of the marginals over the number of tokens."""
         return self.entropy_sum / self.tokens if self.tokens else 0.0
@@ -99,16 +107,21 @@ class SentenceUncertainty:
             return math.inf if gap >= 0 else -(self.log_best + math.log1p(-math.exp(gap)))
         if strategy == "entropy":
             return self.entropy
+        if strategy == "mnlp":
+            return -self.normalized_log_best
         if strategy == "random":
             return 0.0
         raise ValueError(f"unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}")
 
     def value(self, strategy: str) -> float:
-        """The strategy's own number: 1 - P(best), the margin, the mean token entropy (random: 0)."""
+        """The strategy's own number: 1 - P(best), the margin, the mean token entropy, log P(best) / tokens
+        (random: 0)."""
         if strategy == "least-confidence":
             return self.least_confidence
         if strategy == "margin":
             return self.margin
+        if strategy == "mnlp":
+            return self.normalized_log_best
         return self.entropy if strategy == "entropy" else 0.0
 
 

@@ -128,7 +128,7 @@ def selected(export: Path, pool: Path, out: Path, *extra: str) -> list[str]:
     return out.read_text(encoding="utf-8").splitlines()
 
 
-@pytest.mark.parametrize("strategy", ["least-confidence", "margin", "entropy"])
+@pytest.mark.parametrize("strategy", ["least-confidence", "margin", "entropy", "mnlp"])
 def test_select_ranks_as_each_sentence_scored_alone(export, tmp_path, strategy) -> None:
     """The pool is scored in batches, padded and sorted by length; the ranking is the one that scoring each
     line alone (its sentences together) gives."""

@@ -1,5 +1,5 @@
-"""Active-learning uncertainty of the CRF against brute force: 2-best Viterbi, least confidence, margin and token
-entropy by enumerating every tag path of tiny CRFs (constraints, padding and a temperature included)."""
+"""Active-learning uncertainty of the CRF against brute force: 2-best Viterbi, least confidence, margin, token
+entropy and MNLP by enumerating every tag path of tiny CRFs (constraints, padding and a temperature included)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,8 @@ def test_two_best_and_uncertainty_equal_enumeration(k, allowed, lengths, tempera
         assert u.least_confidence == pytest.approx(1 - p1, abs=1e-8)
         assert u.margin == pytest.approx(p1 - p2, abs=1e-8)
         assert u.entropy == pytest.approx(want["entropy_sum"] / n, abs=1e-8)
+        assert u.normalized_log_best == pytest.approx(want["log_best"] / n, abs=1e-8)
+        assert u.value("mnlp") == u.normalized_log_best == -u.rank_key("mnlp")
 
 
 def test_best_path_is_the_crf_decode_path_and_temperature_keeps_it() -> None:
@@ -155,11 +157,25 @@ def test_every_strategy_ranks_an_unsure_sentence_above_a_sure_one() -> None:
     sure = torch.tensor([[[9.0, 0.0, 0.0], [0.0, 9.0, 0.0]]])
     unsure = torch.tensor([[[1.0, 0.9, 0.0], [0.0, 1.0, 0.95]]])
     (a,), (b,) = sentence_uncertainty(crf, sure), sentence_uncertainty(crf, unsure)
-    for strategy in ("least-confidence", "margin", "entropy"):
+    for strategy in ("least-confidence", "margin", "entropy", "mnlp"):
         assert b.rank_key(strategy) > a.rank_key(strategy), strategy
     assert b.least_confidence > a.least_confidence
     assert b.margin < a.margin
     assert b.entropy > a.entropy
+
+
+def test_mnlp_ranks_per_token_where_least_confidence_ranks_per_sentence() -> None:
+    """Two sentences as sure of each token: least confidence puts the longer first, MNLP ties them; a short
+    sentence with one unsure token goes above a long sure one under MNLP only."""
+    short_sure, long_sure = (SentenceUncertainty(-0.1 * n, -math.inf, 0.0, n) for n in (5, 40))
+    assert long_sure.rank_key("least-confidence") > short_sure.rank_key("least-confidence")
+    assert long_sure.rank_key("mnlp") == pytest.approx(short_sure.rank_key("mnlp"))
+    short_unsure = SentenceUncertainty(-1.5, -math.inf, 0.0, 5)
+    assert short_unsure.rank_key("mnlp") > long_sure.rank_key("mnlp")
+    assert short_unsure.rank_key("least-confidence") < long_sure.rank_key("least-confidence")
+    joint = combine([short_unsure, long_sure])  # a line of both: per token over all 45
+    assert joint.normalized_log_best == pytest.approx((-1.5 - 4.0) / 45)
+    assert SentenceUncertainty(0.0, -math.inf, 0.0, 0).normalized_log_best == 0.0
 
 
 def test_rank_keys_keep_order_where_probabilities_underflow() -> None:
@@ -169,6 +185,7 @@ def test_rank_keys_keep_order_where_probabilities_underflow() -> None:
     assert long_a.least_confidence == long_b.least_confidence == 1.0
     assert long_b.rank_key("least-confidence") > long_a.rank_key("least-confidence")
     assert long_b.rank_key("margin") > long_a.rank_key("margin")
+    assert long_b.rank_key("mnlp") > long_a.rank_key("mnlp")
     tie = SentenceUncertainty(log_best=math.log(0.5), log_second=math.log(0.5), entropy_sum=0.0, tokens=1)
     assert tie.rank_key("margin") == math.inf
     with pytest.raises(ValueError, match="unknown strategy 'bald'"):

@@ -24,7 +24,7 @@ def pool(tmp_path: Path, text: str = "Alice flew to Paris.\nBob likes Berlin.\n"
         (["--k", "two"], "--k 'two': expected an integer"),
         (
             ["--k", "1", "--strategy", "bald"],
-            "--strategy 'bald': expected one of margin, entropy, least-confidence, random",
+            "--strategy 'bald': expected one of margin, entropy, least-confidence, mnlp, random",
         ),
         (["--k", "1", "--seed", "x"], "--seed 'x': expected an integer"),
     ],
