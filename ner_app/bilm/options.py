@@ -17,8 +17,9 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import MAX_CHARS, N_CHARACTERS
 from ner_app.config.schema import BilmShape
 from ner_app.errors import NerAppError
-from ner_app.files import read_json, write_text
+from ner_app.files import write_text
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_OPTIONS_BYTES, check_size
+from ner_app.reading import read_json
 
 
 class OptionsError(NerAppError):

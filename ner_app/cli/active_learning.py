@@ -148,7 +148,8 @@ def find_threshold(args: argparse.Namespace) -> int:
 
 def select(args: argparse.Namespace) -> int:
     from ner_app.cli.inference import _model, _set_threads, check_device
-    from ner_app.files import STDOUT, check_output, write_text
+    from ner_app.files import write_text
+    from ner_app.paths import STDOUT, check_output
     from ner_app.report.formats import Target, output_format, write_output
     from ner_app.tagger.uncertainty import STRATEGIES
 

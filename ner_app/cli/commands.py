@@ -87,7 +87,7 @@ def _train_once(cfg: Any, resume: bool) -> int:
 
 def _is_stdout(path: str) -> bool:
     """Whether an output path is this process's standard output (``-``, /dev/stdout, a link to it)."""
-    from ner_app.files import output_target
+    from ner_app.paths import output_target
 
     return output_target(path)[0] == "stdout"
 

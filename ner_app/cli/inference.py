@@ -51,7 +51,7 @@ def _model(args: argparse.Namespace) -> Path:
 
 def embed(args: argparse.Namespace) -> int:
     from ner_app.bilm.weights import load_bilm
-    from ner_app.files import check_output
+    from ner_app.paths import check_output
 
     check_output(args.output, "--output")  # a folder, a block device, a FIFO nobody reads: before the work
     _set_threads(args)
@@ -138,7 +138,8 @@ def export(args: argparse.Namespace) -> int:
 def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
     """Before the model loads: --output is not the input (nor a folder holding it), and a file format's output
     is a file name, a folder format's a folder that is absent, empty or an earlier output of the format."""
-    from ner_app.files import STDOUT, check_output, refuse_foreign
+    from ner_app.files import refuse_foreign
+    from ner_app.paths import STDOUT, check_output
 
     out = Path(output)
     if source != "-" and Path(source).exists():
@@ -210,7 +211,7 @@ def predict(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     import json
 
-    from ner_app.files import STDOUT, check_output, output_target
+    from ner_app.paths import STDOUT, check_output, output_target
     from ner_app.report.formats import FORMATS, Target, write_output
     from ner_app.serve.evaluate import case_view_table, evaluate_file, score_table
     from ner_app.serve.predictor import Predictor

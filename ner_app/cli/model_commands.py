@@ -200,7 +200,8 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def add_download_elmo_parser(commands: argparse._SubParsersAction) -> None:
-    from ner_app.serve.download import DEFAULT_BASE_URL, MODELS  # no torch at import: cheap for every command
+    from ner_app.serve.download import DEFAULT_BASE_URL  # no torch at import: cheap for every command
+    from ner_app.serve.elmo_models import MODELS
 
     download = commands.add_parser(
         "download-elmo",

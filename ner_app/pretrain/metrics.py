@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.files import read_json, write_text
+from ner_app.files import write_text
+from ner_app.reading import read_json
 from ner_app.records import Reader, checked, found, hints, read_record, read_value
 
 METRICS_FILE = "metrics.json"

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ner_app.files import read_json, sha256_file
+from ner_app.reading import read_json, sha256_file
 from ner_app.serve.onnx_crf import Sweep, marginals, viterbi, window_probabilities
 from ner_app.serve.onnx_manifest import (
     OnnxManifest,

@@ -37,7 +37,8 @@ from ner_app.bilm.char_mapper import (
     PAD_CHAR,
 )
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, canonical_sha256, refuse_foreign, sha256_file
+from ner_app.files import atomic_folder, refuse_foreign
+from ner_app.reading import canonical_sha256, sha256_file
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.files import read_json, write_text
+from ner_app.files import write_text
+from ner_app.reading import read_json
 from ner_app.records import Reader, checked, read_field, read_record
 from ner_app.train.corpus import EVALUATED
 

@@ -18,10 +18,10 @@ import pytest
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import save_bilm
 from ner_app.cli.commands import main
-from ner_app.serve import download
+from ner_app.serve import download, elmo_models
 from tests.helpers import TINY_OPTIONS
 
-SMALL = download.MODELS["small"]
+SMALL = elmo_models.MODELS["small"]
 OPTIONS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.options.name}"
 WEIGHTS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.weights.name}"
 # The published small ELMo's shape (allennlp.org/elmo: 1024/128, 1 highway layer, 13.6M parameters).
@@ -170,7 +170,7 @@ def test_published_checksum_and_structure(site, tmp_path: Path, capsys, monkeypa
     good = served.files[WEIGHTS_URL_PATH]
     # A published SHA-256 and size (here those of the served file) are checked instead of the ETag.
     published = dataclasses.replace(SMALL.weights, size=len(good), sha256=hashlib.sha256(good).hexdigest())
-    monkeypatch.setitem(download.MODELS, "small", dataclasses.replace(SMALL, weights=published))
+    monkeypatch.setitem(elmo_models.MODELS, "small", dataclasses.replace(SMALL, weights=published))
     served.etags[WEIGHTS_URL_PATH] = ""  # no ETag: the published SHA-256 alone must catch the bad byte
     served.files[WEIGHTS_URL_PATH] = good[:-1] + bytes([good[-1] ^ 1])
     code, _, err = run(capsys, "--output", str(tmp_path), "--base-url", base)
