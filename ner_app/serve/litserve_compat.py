@@ -3,14 +3,17 @@
 LitServe 0.2 offers no public hook for what ``serve`` needs: a line once the HTTP processes listen, its own
 watch over the model worker, a stop from a signal handler, and a batching loop that waits without polling. So
 ``CompatServer`` and the names below use private parts of LitServe (``_start_server``, ``_shutdown_event``,
-``_monitor_workers``, the loops' ``_SENTINEL_VALUE``). ``tests/serve/test_litserve_compat.py`` checks each of
+``_monitor_workers``, the loops' ``_SENTINEL_VALUE`` and the layout of a queued request). ``tests/serve/test_litserve_compat.py`` checks each of
 them against the installed LitServe and that its version is in ``SUPPORTED``; a LitServe outside it needs
 this module, and only this module, looked at again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+from queue import Empty
 from typing import Any
 
 import litserve as ls  # type: ignore[import-untyped]
@@ -21,7 +24,7 @@ from litserve.utils import WorkerSetupStatus  # type: ignore[import-untyped]
 SUPPORTED = ">=0.2.19,<0.3"  # pyproject's serve extra says the same
 SENTINEL = _SENTINEL_VALUE  # what LitServe puts into a request queue to stop a worker's loop
 
-__all__ = ["SENTINEL", "SUPPORTED", "BatchedLoop", "CompatServer", "WorkerSetupStatus"]
+__all__ = ["SENTINEL", "SUPPORTED", "BatchedLoop", "CollectingLoop", "CompatServer", "WorkerSetupStatus"]
 
 
 class CompatServer(ls.LitServer):
@@ -46,3 +49,45 @@ class CompatServer(ls.LitServer):
         workers = super()._start_server(*args, **kwargs)
         self.on_listening(workers)
         return workers
+
+
+class CollectingLoop(BatchedLoop):
+    """LitServe's batched loop, waiting without polling and only for requests that are due.
+
+    The clients of the last batch are likely to come back, and so are those whose requests queued up while
+    it ran: the loop takes what is queued, then waits (at most ``batch_timeout``) only until the batch is
+    that large. So a lone client never waits, N busy clients are tagged N at a time, and two halves of them
+    merge again. (LitServe's own loop asks the queue every millisecond, or without pause when the timeout is
+    0: a busy core on an idle server; and it waits the whole timeout for every batch.)"""
+
+    last = 1  # requests of the last batch (one loop per worker process)
+
+    def get_batch_requests(self, lit_api: Any, request_queue: Any, transport: Any) -> tuple[list, list]:
+        items: list[Any] = []
+        with contextlib.suppress(Empty):
+            while len(items) < lit_api.max_batch_size:
+                items.append(request_queue.get_nowait())
+        expected = min(len(items) + self.last, lit_api.max_batch_size)
+        if not items:
+            try:
+                items.append(request_queue.get(timeout=1.0))
+            except Empty:
+                return [], []
+        deadline = time.monotonic() + lit_api.batch_timeout
+        while len(items) < expected and SENTINEL not in items:
+            try:
+                items.append(request_queue.get(timeout=max(deadline - time.monotonic(), 0.0)))
+            except Empty:
+                break
+        self.last = len(items)
+        batch, late = [], []
+        limit = lit_api.request_timeout
+        for item in items:
+            if item == SENTINEL:
+                continue
+            queue_id, uid, timestamp, payload = item
+            if limit not in (None, False, -1) and time.monotonic() - timestamp > limit:
+                late.append((queue_id, uid))  # answered 504 by the loop
+            else:
+                batch.append((queue_id, uid, payload))
+        return batch, late

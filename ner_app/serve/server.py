@@ -13,7 +13,6 @@ only through ``litserve_compat.py``.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import multiprocessing
@@ -26,7 +25,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Empty
 from types import FrameType
 from typing import Any
 
@@ -35,7 +33,7 @@ from starlette.exceptions import HTTPException
 
 from ner_app.errors import NerAppError
 from ner_app.serve.http_guard import PredictGuard, header_deadline, http_error
-from ner_app.serve.litserve_compat import SENTINEL, BatchedLoop, CompatServer, WorkerSetupStatus
+from ner_app.serve.litserve_compat import CollectingLoop, CompatServer, WorkerSetupStatus
 from ner_app.serve.request_body import request_options
 
 LOOPBACK = "127.0.0.1"
@@ -96,48 +94,6 @@ def check_port(host: str, port: int) -> None:
             raise NerAppError(
                 f"--port {port}: cannot listen on {host}:{port} ({err.strerror}); choose another port"
             ) from None
-
-
-class CollectingLoop(BatchedLoop):
-    """LitServe's batched loop, waiting without polling and only for requests that are due.
-
-    The clients of the last batch are likely to come back, and so are those whose requests queued up while
-    it ran: the loop takes what is queued, then waits (at most ``batch_timeout``) only until the batch is
-    that large. So a lone client never waits, N busy clients are tagged N at a time, and two halves of them
-    merge again. (LitServe's own loop asks the queue every millisecond, or without pause when the timeout is
-    0: a busy core on an idle server; and it waits the whole timeout for every batch.)"""
-
-    last = 1  # requests of the last batch (one loop per worker process)
-
-    def get_batch_requests(self, lit_api: Any, request_queue: Any, transport: Any) -> tuple[list, list]:
-        items: list[Any] = []
-        with contextlib.suppress(Empty):
-            while len(items) < lit_api.max_batch_size:
-                items.append(request_queue.get_nowait())
-        expected = min(len(items) + self.last, lit_api.max_batch_size)
-        if not items:
-            try:
-                items.append(request_queue.get(timeout=1.0))
-            except Empty:
-                return [], []
-        deadline = time.monotonic() + lit_api.batch_timeout
-        while len(items) < expected and SENTINEL not in items:
-            try:
-                items.append(request_queue.get(timeout=max(deadline - time.monotonic(), 0.0)))
-            except Empty:
-                break
-        self.last = len(items)
-        batch, late = [], []
-        limit = lit_api.request_timeout
-        for item in items:
-            if item == SENTINEL:
-                continue
-            queue_id, uid, timestamp, payload = item
-            if limit not in (None, False, -1) and time.monotonic() - timestamp > limit:
-                late.append((queue_id, uid))  # answered 504 by the loop
-            else:
-                batch.append((queue_id, uid, payload))
-        return batch, late
 
 
 class TaggerAPI(ls.LitAPI):
