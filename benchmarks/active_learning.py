@@ -1,6 +1,6 @@
 """Active learning on CoNLL-2003: does choosing the sentences to annotate beat choosing them at random?
 
-    python -m benchmarks.active_learning --out runs/active_learning  # long job: 63 trainings, 4-5 CPU hours
+    python -m benchmarks.active_learning --out runs/active_learning  # long job: 78 trainings, about 6 CPU hours
     python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke  # about a minute: tiny corpus
 
 For each seed, 500 training sentences drawn at random are the labelled set of round 0. Each strategy
@@ -20,8 +20,9 @@ evaluated) used 111 s of CPU (9.5 min of wall time) and reached dev F1 49.40, te
 13,541-sentence pool with margin used 19 s of CPU (75 s wall). An epoch is about a quarter training steps, which
 grow with the labelled tokens, and three quarters dev validation, which does not. Margin's 500 sentences had 32.4
 tokens on average against the pool's 14.5 (least confidence and margin, as probabilities of whole paths, favour
-long sentences), which makes its later rounds costlier. Estimate at the default 10 epochs: about 1.5 hours of CPU
-per seed (21 trainings, 15 pool scorings), 4 to 5 hours for 3 seeds on free cores; about 5 times that on a
+long sentences), which makes its later rounds costlier (entropy and mnlp pick short ones: the 6-epoch mnlp arm took
+22 minutes of wall time for 3 seeds side by side, least confidence's about 1.5 hours). Estimate at the default 10 epochs: about 2 hours of CPU per seed (26 trainings, 20 pool
+scorings), about 6 hours for 3 seeds on free cores; about 5 times that on a
 shared machine. Seeds run in separate processes side by side (``--seeds 1``, ``--seeds 2``, ``--seeds 3`` with
 one ``--out``); a last ``--seeds 1 2 3`` then reuses every run and writes the results of all three. The recorded
 run (docs/results.md: random and margin, ``--epochs 6 ... -- data.batch_size=16``, the three seeds side by side)
@@ -164,20 +165,17 @@ def mean_curve(runs: dict[int, list[dict[str, Any]]], key: str) -> list[float]:
     return [statistics.fmean(rows[r][key] for rows in runs.values()) for r in range(rounds)]
 
 
-def label_share(results: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The strategy with the best mean final test F1, and the share of random's final labels at which its mean
-    test F1 first reaches random's final one, linear between rounds (None if it never does): counted in
-    sentences (``share``, what a round adds) and in tokens (``token_share``, what annotators read)."""
-    goal = mean_curve(results["random"], "test")[-1]
-    others = [s for s in results if s != "random"]
-    if not others:
-        return {"best": None, "random_final_test_f1": goal, "share": None, "token_share": None}
-    best = max(others, key=lambda s: mean_curve(results[s], "test")[-1])
-    f1 = mean_curve(results[best], "test")
+Runs = dict[int, list[dict[str, Any]]]  # a strategy's rows of every seed
+
+
+def _shares(runs: Runs, random_runs: Runs, goal: float) -> dict[str, float | None]:
+    """The shares of random's final labels, in sentences (``share``) and in tokens (``token_share``), at which
+    the mean test F1 of ``runs`` first reaches ``goal``, linear between rounds; None where it never does."""
+    f1 = mean_curve(runs, "test")
     shares: dict[str, float | None] = {}
     for key, unit in (("share", "sentences"), ("token_share", "tokens")):
-        labels, labels_random = mean_curve(results[best], unit), mean_curve(results["random"], unit)[-1]
-        shares[key] = None
+        labels, labels_random = mean_curve(runs, unit), mean_curve(random_runs, unit)[-1]
+        at = None
         for r in range(len(f1)):
             if f1[r] >= goal:
                 at = labels[0]
@@ -185,9 +183,29 @@ def label_share(results: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str
                     at = labels[r - 1] + (goal - f1[r - 1]) / (f1[r] - f1[r - 1]) * (
                         labels[r] - labels[r - 1]
                     )
-                shares[key] = at / labels_random
                 break
-    return {"best": best, "random_final_test_f1": goal, **shares}
+        shares[key] = None if at is None else at / labels_random
+    return shares
+
+
+def label_share(results: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The strategy with the best mean final test F1, and the share of random's final labels at which its mean
+    test F1 first reaches random's final one, linear between rounds (None if it never does): counted in
+    sentences (``share``, what a round adds) and in tokens (``token_share``, what annotators read); and both
+    shares of every strategy (``strategies``)."""
+    goal = mean_curve(results["random"], "test")[-1]
+    others = [s for s in results if s != "random"]
+    every = {s: _shares(results[s], results["random"], goal) for s in others}
+    if not others:
+        return {
+            "best": None,
+            "random_final_test_f1": goal,
+            "share": None,
+            "token_share": None,
+            "strategies": {},
+        }
+    best = max(others, key=lambda s: mean_curve(results[s], "test")[-1])
+    return {"best": best, "random_final_test_f1": goal, **every[best], "strategies": every}
 
 
 def table(results: dict[str, dict[int, list[dict[str, Any]]]]) -> str:
@@ -287,13 +305,18 @@ def main() -> None:
         f"data: {data}; {args.initial} random sentences, then rounds of {args.batch} (finished: {done_rounds}); "
         f"{args.epochs} epochs per training; seeds {args.seeds}\n"
     )
-    if share["share"] is not None:
-        goal = f"{share['best']} reaches random's round-{last} test F1 ({share['random_final_test_f1']:.2f}) "
-        goal += (
-            f"with {share['share']:.0%} of its labelled sentences ({share['token_share']:.0%} of its tokens)"
-        )
-    else:
-        goal = f"no strategy reaches random's round-{last} test F1 ({share['random_final_test_f1']:.2f})"
+    lines = []
+    for name, each in share["strategies"].items():
+        if each["share"] is None:
+            lines.append(
+                f"{name} does not reach random's round-{last} test F1 ({share['random_final_test_f1']:.2f})"
+            )
+        else:
+            lines.append(
+                f"{name} reaches random's round-{last} test F1 ({share['random_final_test_f1']:.2f}) with "
+                f"{each['share']:.0%} of its labelled sentences ({each['token_share']:.0%} of its tokens)"
+            )
+    goal = "\n".join(lines) if lines else "no strategy but random was run"
     markdown = f"{summary}\n{table(results)}\n{goal}\n"
     write_text(
         args.out / "results.json",

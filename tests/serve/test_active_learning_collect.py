@@ -51,7 +51,7 @@ def test_collect_reports_each_strategy_up_to_the_round_every_seed_finished(tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished: random 2, margin 1" in done.stdout
     assert "| margin | 1 | 20 | 80 | 0.00 ± 0.00 | 66.00 ± 1.41 |" in done.stdout
-    assert "no strategy reaches random's round-2 test F1 (71.00)" in done.stdout
+    assert "margin does not reach random's round-2 test F1 (71.00)" in done.stdout
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert [row["test"] for row in results["results"]["random"]["1"]] == [40.0, 60.0, 70.0]
     assert (tmp_path / "active_learning.png").stat().st_size > 1000
@@ -69,5 +69,10 @@ def test_label_share_in_sentences_and_tokens_interpolates_between_rounds() -> No
     # 70 lies two thirds of the way from 50 to 80: 10 + 20/3 sentences of 30, 100 + 200 tokens of 300
     assert share["best"] == "margin" and abs(share["share"] - (10 + 20 / 3) / 30) < 1e-12
     assert abs(share["token_share"] - 1.0) < 1e-12
+    assert share["strategies"] == {"margin": {"share": share["share"], "token_share": share["token_share"]}}
     results["margin"] = {1: rows([(10, 100, 50.0), (20, 400, 65.0)])}
     assert label_share(results)["share"] is None  # type: ignore[arg-type]
+    results["entropy"] = {1: rows([(10, 100, 50.0), (20, 150, 75.0)])}  # reaches 70 at 140 tokens
+    shares = label_share(results)["strategies"]  # type: ignore[arg-type]
+    assert shares["margin"] == {"share": None, "token_share": None}
+    assert abs(shares["entropy"]["token_share"] - 140 / 300) < 1e-12
