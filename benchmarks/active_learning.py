@@ -224,32 +224,33 @@ def table(results: dict[str, dict[int, list[dict[str, Any]]]]) -> str:
 
 
 def chart(results: dict[str, dict[int, list[dict[str, Any]]]], path: Path) -> None:
-    """Test F1 (mean over seeds, a band of one sample std) against labelled sentences, one line per strategy."""
+    """Test F1 (mean over seeds, a band of one sample std) against labelled sentences (left) and labelled tokens
+    (mean over seeds, right), one line per strategy: a strategy's cost depends on which one annotators pay."""
     import io
 
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(6.4, 4.0), dpi=120)
-    axes = figure.add_subplot()
-    for strategy, runs in results.items():
-        x = mean_curve(runs, "sentences")
-        mean = mean_curve(runs, "test")
-        rounds = range(len(x))
-        std = [
-            statistics.stdev(rows[r]["test"] for rows in runs.values()) if len(runs) > 1 else 0.0
-            for r in rounds
-        ]
-        axes.plot(x, mean, marker="o", label=strategy)
-        axes.fill_between(
-            x,
-            [m - s for m, s in zip(mean, std, strict=True)],
-            [m + s for m, s in zip(mean, std, strict=True)],
-            alpha=0.15,
-        )
-    axes.set_xlabel("labelled training sentences")
-    axes.set_ylabel("test entity F1 (%)")
-    axes.grid(alpha=0.3)
-    axes.legend()
+    figure = Figure(figsize=(10.0, 4.0), dpi=120)
+    panels = figure.subplots(1, 2, sharey=True)
+    for axes, unit in zip(panels, ("sentences", "tokens"), strict=True):
+        for strategy, runs in results.items():
+            x = mean_curve(runs, unit)
+            mean = mean_curve(runs, "test")
+            std = [
+                statistics.stdev(rows[r]["test"] for rows in runs.values()) if len(runs) > 1 else 0.0
+                for r in range(len(x))
+            ]
+            axes.plot(x, mean, marker="o", label=strategy)
+            axes.fill_between(
+                x,
+                [m - s for m, s in zip(mean, std, strict=True)],
+                [m + s for m, s in zip(mean, std, strict=True)],
+                alpha=0.15,
+            )
+        axes.set_xlabel(f"labelled training {unit}")
+        axes.grid(alpha=0.3)
+    panels[0].set_ylabel("test entity F1 (%)")
+    panels[1].legend()
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
