@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,16 @@ class _DropsASignal:
     def __del__(self) -> None:
         os.kill(os.getpid(), self.signum)
         time.sleep(5)  # the handler runs by now: its raise ends the sleep and this method
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """A shell starts background jobs (a CI run's) with SIGINT ignored, and a process keeps that, so Ctrl-C never
+    reaches it and ``stopping_on_signals`` rightly leaves it ignored: give this process Python's own handler for
+    these tests, as a command typed at a terminal has."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture
@@ -159,3 +170,12 @@ def test_predict_workers_heed_a_dropped_ctrl_c_at_their_next_task(dropped: list[
             drop(signal.SIGINT, dropped)
             with pytest.raises(KeyboardInterrupt):
                 list(pool.tag_text(["Rome and Tokyo ."] * 10))
+
+
+def test_an_ignored_ctrl_c_stays_ignored() -> None:
+    """A background job or a worker process ignores SIGINT: the command must not start heeding it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the fixture puts the handler back
+    with stopping_on_signals():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
