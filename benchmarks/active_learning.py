@@ -25,7 +25,7 @@ long sentences), which makes its later rounds costlier (entropy and mnlp pick sh
 scorings), about 6 hours for 3 seeds on free cores; about 5 times that on a
 shared machine. Seeds run in separate processes side by side (``--seeds 1``, ``--seeds 2``, ``--seeds 3`` with
 one ``--out``); a last ``--seeds 1 2 3`` then reuses every run and writes the results of all three. The recorded
-run (docs/results.md: random and margin, ``--epochs 6 ... -- data.batch_size=16``, the three seeds side by side)
+runs (docs/results.md, ``--epochs 6 ... -- data.batch_size=16``, the three seeds side by side): random and margin
 took 1 hour 52 minutes of wall time on the 2 cores, shared with other jobs. ``--collect`` trains nothing and
 reports the rounds already finished under ``--out``.
 

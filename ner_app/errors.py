@@ -79,7 +79,7 @@ def stopping_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    _stops.clear()
+    pending = list(_stops)  # an enclosing block's stop: heeded inside too, and its own again afterwards
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stopped)}
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_stopped)
@@ -88,7 +88,7 @@ def stopping_on_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _stops.clear()
+        _stops[:] = pending
 
 
 def run_reporting_errors(command: Callable[[], int]) -> int:
@@ -97,7 +97,11 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
     try:
         with stopping_on_signals():
             code = command()
-            raise_if_stopped()  # a stop Python dropped after the last loop's check: the shell must still see it
+            if _stops:  # dropped after the last loop's check: the work is done, and the shell must still know
+                signum = _stops[0]
+                name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+                print(f"{name} arrived as the command finished; what it wrote is complete", file=sys.stderr)
+                return SIGTERM_EXIT if signum == signal.SIGTERM else SIGINT_EXIT
             return code
     except Stopped:
         print(f"stopped by SIGTERM before the command finished; {REMOVED}", file=sys.stderr)

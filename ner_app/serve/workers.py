@@ -214,6 +214,7 @@ class WorkerPool:
             if len(pending) >= TASKS_AHEAD * self.workers:
                 yield self._result(pending.popleft())
         while pending:
+            raise_if_stopped()
             yield self._result(pending.popleft())
 
     def describe(self) -> WorkerModel:
