@@ -58,7 +58,13 @@ def add_select_parser(commands: argparse._SubParsersAction) -> None:
     choose.add_argument(
         "--input", required=True, help="the pool: a text file (one candidate per line) or CoNLL"
     )
-    choose.add_argument("--k", required=True, metavar="N", help="how many sentences to select")
+    choose.add_argument("--k", metavar="N", help="how many sentences (text: lines) to select at most")
+    choose.add_argument(
+        "--tokens",
+        metavar="N",
+        help="a budget of tokens: the most uncertain candidates, in rank order, up to the first that would take "
+        "their tokens over N (with --k, both limits hold); one of --k and --tokens is required",
+    )
     choose.add_argument(
         "--strategy",
         default="margin",
@@ -155,7 +161,13 @@ def select(args: argparse.Namespace) -> int:
 
     if args.strategy not in STRATEGIES:
         raise NerAppError(f"--strategy {args.strategy!r}: expected one of {', '.join(STRATEGY_NAMES)}")
-    k, seed = _integer(args.k, "--k", low=1), _integer(args.seed, "--seed")
+    if args.k is None and args.tokens is None:
+        raise NerAppError(
+            "select: say how much to select: --k N (sentences), --tokens N (a token budget), or both"
+        )
+    k = None if args.k is None else _integer(args.k, "--k", low=1)
+    tokens = None if args.tokens is None else _integer(args.tokens, "--tokens", low=1)
+    seed = _integer(args.seed, "--seed")
     fmt = None if args.format == LINES else output_format(args.format)
     out = Path(args.output)
     if args.output != STDOUT and out.exists() and out.resolve() == Path(args.input).resolve():
@@ -165,7 +177,7 @@ def select(args: argparse.Namespace) -> int:
     check_device(args.device)
     from ner_app.report.predictions_html import entity_types
     from ner_app.serve.predictor import Predictor, tag_conll
-    from ner_app.serve.selection import read_pool
+    from ner_app.serve.selection import read_pool, tokens_of
     from ner_app.serve.selection import select as choose
 
     candidates, kind = read_pool(args.input, args.pool_format)
@@ -182,7 +194,7 @@ def select(args: argparse.Namespace) -> int:
         if needs_model
         else None
     )
-    chosen = choose(predictor, candidates, k, args.strategy, seed)
+    chosen = choose(predictor, candidates, k, args.strategy, seed, tokens)
     if args.order == "pool":
         chosen.sort(key=lambda s: s.candidate.index)
     if fmt is None:
@@ -196,7 +208,7 @@ def select(args: argparse.Namespace) -> int:
         else:
             write_output(args.output, fmt, predictor.tag_lines(s.candidate.text for s in chosen), target)
     unit = "sentences" if kind == "conll" else "lines"
-    if k > len(candidates):
+    if k is not None and k > len(candidates):
         print(
             f"--k {k} is more than the pool's {len(candidates):,} {unit}: all of them are selected",
             file=sys.stderr,
@@ -207,7 +219,8 @@ def select(args: argparse.Namespace) -> int:
         f"; {args.strategy} from {values[0]:.4g} to {values[-1]:.4g}" if args.strategy != "random" else ""
     )
     print(
-        f"selected {len(chosen):,} of {len(candidates):,} {unit} ({args.strategy}, seed {seed}{spread}), "
+        f"selected {len(chosen):,} of {len(candidates):,} {unit}, "
+        f"{sum(tokens_of(s.candidate) for s in chosen):,} tokens ({args.strategy}, seed {seed}{spread}), "
         f"{args.order} order; wrote {where}",
         file=sys.stderr,
     )

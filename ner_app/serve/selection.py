@@ -3,7 +3,7 @@
 A pool is raw text (each non-blank line is one candidate, tokenised and cut into sentences as ``predict`` does)
 or a CoNLL file (each sentence is one candidate, its tokens the first column). The model scores every candidate
 once (``tagger/uncertainty.py``; a line of several sentences, or a sentence tagged in pieces, is their product)
-and the ``k`` with the highest uncertainty are chosen. Ties, and every candidate under ``random``, are ordered by
+and the ``k`` with the highest uncertainty are chosen (or as many as a budget of tokens holds). Ties, and every candidate under ``random``, are ordered by
 a permutation drawn from the seed, then by input order: the same pool, model and seed always give the same
 selection.
 """
@@ -137,15 +137,29 @@ def ranking(keys: Sequence[float], seed: int) -> list[int]:
     return sorted(range(len(keys)), key=lambda i: (-keys[i], draw[i], i))
 
 
+def tokens_of(candidate: Candidate) -> int:
+    """The tokens an annotator reads in ``candidate``: those of its sentences (predict's tokenisation)."""
+    return sum(len(s) for s in candidate.sentences)
+
+
 def select(
-    predictor: Predictor | None, candidates: Sequence[Candidate], k: int, strategy: str, seed: int
+    predictor: Predictor | None,
+    candidates: Sequence[Candidate],
+    k: int | None,
+    strategy: str,
+    seed: int,
+    tokens: int | None = None,
 ) -> list[Selected]:
-    """The ``min(k, len(candidates))`` candidates to annotate next, in rank order. ``random`` needs no model
-    (``predictor`` may be None); every other strategy scores the whole pool."""
+    """The candidates to annotate next, in rank order: the first ``k`` of the ranking (all of it for None), cut
+    before the first candidate that would take their tokens over ``tokens`` (no cut for None), so the selection
+    is always a prefix of the ranking. ``random`` needs no model (``predictor`` may be None); every other
+    strategy scores the whole pool."""
     if strategy not in STRATEGIES:
         raise NerAppError(f"--strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}")
-    if k < 1:
+    if k is not None and k < 1:
         raise NerAppError(f"--k {k}: expected the number of sentences to select, an integer >= 1")
+    if tokens is not None and tokens < 1:
+        raise NerAppError(f"--tokens {tokens}: expected a budget of tokens to select, an integer >= 1")
     if strategy == "random":
         scores = [SentenceUncertainty(0.0, 0.0, 0.0, 0) for _ in candidates]
     else:
@@ -153,4 +167,18 @@ def select(
             raise ValueError(f"strategy {strategy} needs a model")
         scores = pool_uncertainty(predictor, candidates)
     order = ranking([s.rank_key(strategy) for s in scores], seed)[:k]
+    if tokens is not None:
+        total, fits = 0, 0
+        for i in order:
+            total += tokens_of(candidates[i])
+            if total > tokens:
+                break
+            fits += 1
+        if order and not fits:
+            first = candidates[order[0]]
+            raise NerAppError(
+                f"--tokens {tokens}: the first candidate of the ranking (line {first.line} of the pool) alone has "
+                f"{tokens_of(first):,} tokens; nothing was selected (raise --tokens)"
+            )
+        order = order[:fits]
     return [Selected(candidates[i], rank, scores[i].value(strategy)) for rank, i in enumerate(order)]

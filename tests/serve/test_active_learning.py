@@ -11,7 +11,7 @@ import pytest
 import train
 from ner_app.cli.commands import main
 from ner_app.serve.predictor import Predictor
-from ner_app.serve.selection import read_pool
+from ner_app.serve.selection import read_pool, tokens_of
 from ner_app.serve.threshold import GRID
 from ner_app.tagger.uncertainty import combine, sentence_uncertainty
 from ner_app.text.conll import read_conll
@@ -207,6 +207,57 @@ def test_k_larger_than_the_pool_selects_all_and_says_so(export, tmp_path, capsys
     assert sorted(got) == sorted(line for line in POOL if line)
     err = capsys.readouterr().err
     assert "--k 100 is more than the pool's 8 lines: all of them are selected" in err
+
+
+@pytest.mark.parametrize("strategy", ["mnlp", "random"])
+def test_a_token_budget_selects_the_longest_prefix_of_the_ranking_that_fits(
+    export, tmp_path, capsys, strategy
+) -> None:
+    """--tokens N: the ranking (as --k 100 gives it) cut before the first candidate that would take the selected
+    tokens over N; with --k too, both limits hold."""
+    pool = write_pool(tmp_path, POOL)
+    candidates, _ = read_pool(pool)
+    size = {c.text: tokens_of(c) for c in candidates}
+    ranking = selected(export, pool, tmp_path / "all.txt", "--k", "100", "--strategy", strategy)
+    totals = [sum(size[t] for t in ranking[: i + 1]) for i in range(len(ranking))]
+    for budget in (totals[0], totals[0] + 1, totals[2] - 1, totals[2], totals[-1], totals[-1] + 50):
+        got = selected(export, pool, tmp_path / "b.txt", "--tokens", str(budget), "--strategy", strategy)
+        expected = [t for t, total in zip(ranking, totals, strict=True) if total <= budget]
+        assert got == expected, budget
+        assert (
+            f"selected {len(got):,} of 8 lines, {sum(size[t] for t in got):,} tokens ("
+            in capsys.readouterr().err
+        )
+    both = selected(
+        export, pool, tmp_path / "k.txt", "--tokens", str(totals[-1]), "--k", "2", "--strategy", strategy
+    )
+    assert both == ranking[:2]
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "select",
+                "--model",
+                str(export),
+                "--input",
+                str(pool),
+                "--output",
+                str(tmp_path / "none.txt"),
+                "--tokens",
+                str(totals[0] - 1),
+                "--strategy",
+                strategy,
+            ]
+        )
+        == 2
+    )
+    line = capsys.readouterr().err.strip().splitlines()
+    first = next(c for c in candidates if c.text == ranking[0])
+    assert line == [
+        f"error: --tokens {totals[0] - 1}: the first candidate of the ranking (line {first.line} of the pool) "
+        f"alone has {totals[0]:,} tokens; nothing was selected (raise --tokens)"
+    ]
+    assert not (tmp_path / "none.txt").exists()
 
 
 def test_read_pool_formats(tmp_path) -> None:

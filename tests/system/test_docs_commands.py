@@ -175,6 +175,10 @@ TESTED: dict[str, str] = {
     "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --format jsonl --output next.jsonl": (
         "tests/serve/test_active_learning.py::test_select_writes_predictions_as_predict_does"
     ),
+    "python -m ner_app select --model runs/tiny/export --input pool.txt --tokens 2000 --strategy mnlp "
+    "--output next.txt": (
+        "tests/serve/test_active_learning.py::test_a_token_budget_selects_the_longest_prefix_of_the_ranking_that_fits"
+    ),
     "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
         "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"
     ),

@@ -27,6 +27,9 @@ def pool(tmp_path: Path, text: str = "Alice flew to Paris.\nBob likes Berlin.\n"
             "--strategy 'bald': expected one of margin, entropy, least-confidence, mnlp, random",
         ),
         (["--k", "1", "--seed", "x"], "--seed 'x': expected an integer"),
+        (["--tokens", "0"], "--tokens 0: expected an integer >= 1"),
+        (["--tokens", "1e3"], "--tokens '1e3': expected an integer"),
+        ([], "select: say how much to select: --k N (sentences), --tokens N (a token budget), or both"),
     ],
 )
 def test_bad_select_arguments_are_one_line(trained, tmp_path, capsys, extra, message) -> None:
