@@ -241,9 +241,12 @@ class CRF(nn.Module):
                 return torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)
             return self._lattice_log_sum(emissions, mask, allowed, start, trans, end)
 
-    def decode(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences."""
-        mask = self._check(emissions, mask)
+    def decode(
+        self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences.
+        ``checked``: the mask is known to be valid (``forward``'s)."""
+        mask = self._check(emissions, mask, values=not checked)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             emissions = self._fp32(emissions)
             start, trans, end = self._scores()
@@ -269,14 +272,14 @@ class CRF(nn.Module):
                 tag = backpointers[:, t].gather(1, tag)
             return path.masked_fill(~mask, 0), best_score
 
-    def marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
+    def marginals(self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False) -> Tensor:
         """Posterior probability (B, T, K) of each tag at each position by forward-backward; 0 at padding.
 
         In probability space, in float64, each step rescaled to sum 1 (a position's scale cancels in its
         marginals): a (B, K) x (K, K) product a step instead of a log-sum-exp over (B, K, K), about 3x faster,
         and exact to the output's rounding where float32 log-sums drift by 1e-4 over long sentences
-        (``marginals.py``). Returned in the emissions' dtype, at least float32."""
-        mask = self._check(emissions, mask)
+        (``marginals.py``). Returned in the emissions' dtype, at least float32. ``checked`` as ``decode``'s."""
+        mask = self._check(emissions, mask, values=not checked)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             tempered = self._tempered(emissions)
             return scaled_marginals(*tempered, mask).to(tempered[0].dtype)

@@ -177,7 +177,8 @@ class BiLstmCrfTagger(nn.Module):
         probability (B, T) float32 (forward-backward over the same emissions): the tags training's prediction
         loop writes. ``predict``'s entity scores are the probabilities of readings (``readings.py``)."""
         emissions = self.emissions(batch)  # (B, T, K)
-        paths = self.crf.decode(emissions, batch["mask"])[0]  # (B, T)
-        marginals = self.crf.marginals(emissions, batch["mask"])  # (B, T, K)
+        # encode_batch's masks are valid by construction: the CRF need not ask the device again
+        paths = self.crf.decode(emissions, batch["mask"], checked=True)[0]  # (B, T)
+        marginals = self.crf.marginals(emissions, batch["mask"], checked=True)  # (B, T, K)
         chosen = marginals.gather(-1, paths[..., None])[..., 0]  # (B, T)
         return paths, chosen.float()

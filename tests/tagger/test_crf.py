@@ -240,6 +240,23 @@ def test_mask_errors():
     assert str(err.value) == "mask must be a bool tensor, found dtype torch.uint8"
 
 
+def test_checked_skips_only_the_reads_of_the_mask_values():
+    """``checked=True`` (masks built valid, ``encode_batch``'s): the same paths and marginals without asking the
+    device about the mask's values; shape and dtype errors still raise."""
+    crf = make_crf(5, allowed_transitions(["O", "B-X", "I-X", "E-X", "S-X"], "BIOES"))
+    emissions, _, mask = make_batch(5, [4, 1, 3])
+    paths, scores = crf.decode(emissions, mask)
+    fast_paths, fast_scores = crf.decode(emissions, mask, checked=True)
+    assert torch.equal(paths, fast_paths) and torch.equal(scores, fast_scores)
+    assert torch.equal(crf.marginals(emissions, mask), crf.marginals(emissions, mask, checked=True))
+    holes = torch.tensor([[True, False, True, True]] * 3)
+    with pytest.raises(ValueError, match="left-aligned"):
+        crf.decode(emissions, holes)
+    crf.decode(emissions, holes, checked=True)  # not asked: the caller vouched for the mask
+    with pytest.raises(ValueError, match="bool tensor"):
+        crf.marginals(emissions, mask.to(torch.uint8), checked=True)
+
+
 def test_shape_errors():
     crf = CRF(3)
     mask = torch.ones(2, 4, dtype=torch.bool)
