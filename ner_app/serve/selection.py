@@ -3,9 +3,9 @@
 A pool is raw text (each non-blank line is one candidate, tokenised and cut into sentences as ``predict`` does)
 or a CoNLL file (each sentence is one candidate, its tokens the first column). The model scores every candidate
 once (``tagger/uncertainty.py``; a line of several sentences, or a sentence tagged in pieces, is their product)
-and the ``k`` with the highest uncertainty are chosen (or as many as a budget of tokens holds). Ties, and every candidate under ``random``, are ordered by
-a permutation drawn from the seed, then by input order: the same pool, model and seed always give the same
-selection.
+and the ``k`` with the highest uncertainty are chosen, or as many as a budget of tokens holds. Ties, and every
+candidate under ``random``, are ordered by a permutation drawn from the seed, then by input order: the same pool,
+model and seed always give the same selection.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Literal
 
@@ -167,13 +168,8 @@ def select(
             raise ValueError(f"strategy {strategy} needs a model")
         scores = pool_uncertainty(predictor, candidates)
     order = ranking([s.rank_key(strategy) for s in scores], seed)[:k]
-    if tokens is not None:
-        total, fits = 0, 0
-        for i in order:
-            total += tokens_of(candidates[i])
-            if total > tokens:
-                break
-            fits += 1
+    if tokens is not None:  # the running totals only grow: those within the budget are a prefix
+        fits = sum(total <= tokens for total in accumulate(tokens_of(candidates[i]) for i in order))
         if order and not fits:
             first = candidates[order[0]]
             raise NerAppError(
