@@ -110,6 +110,20 @@ def encode_batch(
     return out
 
 
+def row_lengths(batch: Batch) -> torch.Tensor:
+    """Each row's length (B,) long on the CPU: counted from the raw tokens where the batch has them, so that
+    nothing waits for the device; from the mask otherwise (a batch traced for ONNX has no tokens)."""
+    if "tokens" in batch:
+        return torch.tensor([len(tokens) for tokens in batch["tokens"]], dtype=torch.long)
+    return batch["mask"].sum(dim=1).cpu()
+
+
+def full_steps(batch: Batch) -> int:
+    """How many leading steps are real in every row, the shortest row's length, where the batch's tokens say it
+    on the host; 0 (unknown) otherwise. The CRF's loops skip their padding selects there."""
+    return min(map(len, batch["tokens"])) if "tokens" in batch else 0
+
+
 def batch_to(batch: Batch, device: torch.device) -> Batch:
     """The batch with its tensors (``elmo_layers``' included) on ``device``; the others are shared as they are."""
     if device.type == "cpu" and batch["words"].device.type == "cpu":

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ner_app.tagger.marginals import scaled_marginals
+from ner_app.tagger.viterbi import viterbi
 
 # Score of a forbidden transition: finite (unlike -inf) so that log-sum-exp and its gradients never see
 # inf - inf, yet low enough that exp() of it is exactly 0 in fp32 and Viterbi never picks it.
@@ -94,9 +95,11 @@ class CRF(nn.Module):
         tags: Tensor | None = None,
         known: Tensor | None = None,
         values: bool = True,
+        full_steps: int = 0,
     ) -> Tensor:
-        """Validate shapes, the mask and ``known``; return the mask (all True when None). ``values=False``
-        skips the checks of the mask's values (each waits for the device: for batches built to be valid)."""
+        """Validate shapes, the mask, ``known`` and ``full_steps``; return the mask (all True when None).
+        ``values=False`` skips the checks of the mask's values (each waits for the device: for batches built
+        to be valid)."""
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(
                 f"emissions must have shape (B, T, K={self.num_tags}), found {tuple(emissions.shape)}"
@@ -116,12 +119,16 @@ class CRF(nn.Module):
             raise ValueError(f"mask must be a bool tensor, found dtype {mask.dtype}")
         if bt[1] == 0:
             raise ValueError(EMPTY_SENTENCE)
+        if not 0 <= full_steps <= bt[1]:
+            raise ValueError(f"full_steps must lie in [0, T={bt[1]}], found {full_steps}")
         if not values:
             return mask
         if not bool(mask[:, 0].all()):
             raise ValueError(EMPTY_SENTENCE)
         if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(MASK_NOT_LEFT_ALIGNED)
+        if full_steps and not bool(mask[:, :full_steps].all()):
+            raise ValueError(f"full_steps={full_steps}, but a row of the mask is shorter")
         return mask
 
     @staticmethod
@@ -129,19 +136,22 @@ class CRF(nn.Module):
         # bf16/fp16 emissions would make log-sum-exp over long sentences inaccurate; fp64 stays fp64.
         return emissions.to(torch.promote_types(emissions.dtype, torch.float32))
 
-    def _alphas(self, emissions: Tensor, mask: Tensor, start: Tensor, trans: Tensor) -> list[Tensor]:
+    def _alphas(
+        self, emissions: Tensor, mask: Tensor, start: Tensor, trans: Tensor, full_steps: int = 0
+    ) -> list[Tensor]:
         """Forward variables, one (B, K) per step: log-sum of all prefixes ending in each tag at step t.
 
-        Past a row's end the variable is carried unchanged, so the last one holds each row's own end.
+        Past a row's end the variable is carried unchanged, so the last one holds each row's own end. The
+        first ``full_steps`` steps, real in every row, need no select (the same values and gradients).
         """
         # unbind: one view per step whose backward is a single stack, not a zero-filled copy per step
-        steps, step_masks = emissions.unbind(1), mask.unbind(1)  # T x (B, K), T x (B,)
+        steps, step_masks = emissions.unbind(1), mask[:, :, None].unbind(1)  # T x (B, K), T x (B, 1)
         alpha = start + steps[0]  # (B, K)
         alphas = [alpha]
-        for emission, step_mask in zip(steps[1:], step_masks[1:], strict=True):
+        for t in range(1, len(steps)):
             # (B, K, 1) + (K, K) -> log-sum over the previous tag i for each next tag j
-            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + emission
-            alpha = torch.where(step_mask[:, None], nxt, alpha)
+            nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + steps[t]
+            alpha = nxt if t < full_steps else torch.where(step_masks[t], nxt, alpha)
             alphas.append(alpha)
         return alphas
 
@@ -152,6 +162,7 @@ class CRF(nn.Module):
         mask: Tensor | None = None,
         known: Tensor | None = None,
         checked: bool = False,
+        full_steps: int = 0,
     ) -> Tensor:
         """Log-likelihood (B,) of each gold tag sequence: its score minus the log partition function.
 
@@ -161,9 +172,11 @@ class CRF(nn.Module):
         exactly the full-annotation value, computed as without ``known``. A row whose known tags no allowed
         path can hold scores about ``FORBIDDEN``, like a gold path with a forbidden transition. ``checked``: the
         mask and tags are known to be valid (``encode_batch`` builds them so), and their values are not checked
-        again: those checks wait for the device, a few times a training step.
+        again: those checks wait for the device, a few times a training step. ``full_steps``: how many leading
+        steps are real in every row, known on the host (the batch's shortest length; 0 when unknown): the
+        recursion skips its padding selects there.
         """
-        mask = self._check(emissions, mask, tags, known, values=not checked)
+        mask = self._check(emissions, mask, tags, known, values=not checked, full_steps=full_steps)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             emissions = self._fp32(emissions)
             start, trans, end = self._scores()
@@ -172,7 +185,7 @@ class CRF(nn.Module):
             if not checked and bool(((tags < 0) | (tags >= self.num_tags)).any()):
                 raise ValueError(f"tags must lie in [0, {self.num_tags}) at unmasked positions")
             gold = self._gold_score(emissions, tags, mask, start, trans, end)  # (B,)
-            log_z = torch.logsumexp(self._alphas(emissions, mask, start, trans)[-1] + end, dim=1)
+            log_z = torch.logsumexp(self._alphas(emissions, mask, start, trans, full_steps)[-1] + end, dim=1)
             complete = (seen == mask).all(dim=1)  # (B,): rows without an unknown position
             if known is None or bool(complete.all()):
                 return gold - log_z
@@ -242,47 +255,29 @@ class CRF(nn.Module):
             return self._lattice_log_sum(emissions, mask, allowed, start, trans, end)
 
     def decode(
-        self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False
+        self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False, full_steps: int = 0
     ) -> tuple[Tensor, Tensor]:
         """Viterbi: best tag paths (B, T) (0 at padding) and their scores (B,), batched over sentences.
-        ``checked``: the mask is known to be valid (``forward``'s)."""
-        mask = self._check(emissions, mask, values=not checked)
+        ``checked``: the mask is known to be valid (``forward``'s). ``full_steps``: how many leading steps are
+        real in every row, known on the host (``forward``'s)."""
+        mask = self._check(emissions, mask, values=not checked, full_steps=full_steps)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
-            emissions = self._fp32(emissions)
-            start, trans, end = self._scores()
-            batch, steps, k = emissions.shape
-            # Backpointers (B, T, K): best previous tag for each tag at step t. At padded steps the pointer
-            # is the identity, so backtracking from step T-1 carries each row's own last tag back unchanged.
-            identity = torch.arange(k, device=emissions.device).expand(batch, k)  # (B, K)
-            pointers = [identity]
-            score = start + emissions[:, 0]  # (B, K)
-            for t in range(1, steps):
-                best, arg = (score.unsqueeze(2) + trans).max(dim=1)  # (B, K) over the previous tag
-                keep = mask[:, t, None]
-                score = torch.where(keep, best + emissions[:, t], score)
-                pointers.append(torch.where(keep, arg, identity))
-            backpointers = torch.stack(pointers, dim=1)  # (B, T, K)
+            return viterbi(self._fp32(emissions), *self._scores(), mask, full_steps)
 
-            # score is frozen after each row's end, so adding end here applies it at the row's own end.
-            best_score, last = (score + end).max(dim=1)  # (B,)
-            path = torch.empty(batch, steps, dtype=torch.long, device=emissions.device)
-            tag = last.unsqueeze(1)  # (B, 1)
-            for t in range(steps - 1, -1, -1):
-                path[:, t] = tag.squeeze(1)
-                tag = backpointers[:, t].gather(1, tag)
-            return path.masked_fill(~mask, 0), best_score
-
-    def marginals(self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False) -> Tensor:
+    def marginals(
+        self, emissions: Tensor, mask: Tensor | None = None, checked: bool = False, full_steps: int = 0
+    ) -> Tensor:
         """Posterior probability (B, T, K) of each tag at each position by forward-backward; 0 at padding.
 
         In probability space, in float64, each step rescaled to sum 1 (a position's scale cancels in its
         marginals): a (B, K) x (K, K) product a step instead of a log-sum-exp over (B, K, K), about 3x faster,
         and exact to the output's rounding where float32 log-sums drift by 1e-4 over long sentences
-        (``marginals.py``). Returned in the emissions' dtype, at least float32. ``checked`` as ``decode``'s."""
-        mask = self._check(emissions, mask, values=not checked)
+        (``marginals.py``). Returned in the emissions' dtype, at least float32. ``checked`` and ``full_steps`` as
+        ``decode``'s."""
+        mask = self._check(emissions, mask, values=not checked, full_steps=full_steps)
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             tempered = self._tempered(emissions)
-            return scaled_marginals(*tempered, mask).to(tempered[0].dtype)
+            return scaled_marginals(*tempered, mask, full_steps).to(tempered[0].dtype)
 
     @staticmethod
     def _betas(emissions: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:

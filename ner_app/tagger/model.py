@@ -11,7 +11,7 @@ from torch import nn
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.document import context_layers
 from ner_app.bilm.elmo import Elmo
-from ner_app.tagger.batch import Batch
+from ner_app.tagger.batch import Batch, full_steps, row_lengths
 from ner_app.tagger.bilstm import BiLstm
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.constraints import allowed_transitions
@@ -144,7 +144,7 @@ class BiLstmCrfTagger(nn.Module):
         if elmo:
             parts.append(elmo[0].to(parts[0].dtype))
         x = self.dropout(torch.cat(parts, dim=-1))  # (B, T, D)
-        lengths = mask.sum(dim=1).cpu()
+        lengths = row_lengths(batch)  # (B,) on the CPU
         h = x
         for i, lstm in enumerate(self.lstm):
             h = cast(BiLstm, lstm).rows(self.dropout(h) if i else h, lengths, mask)  # (B, T, 2H)
@@ -161,7 +161,8 @@ class BiLstmCrfTagger(nn.Module):
         # the CRF then neither checks it nor asks the device whether every tag is known.
         checked = "partial" in batch
         known = batch.get("known") if batch.get("partial", True) else None
-        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], known, checked=checked).sum()
+        full = full_steps(batch)
+        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], known, checked, full).sum()
         if self.elmo is not None and l2_coef:
             nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
         return nll
@@ -169,7 +170,8 @@ class BiLstmCrfTagger(nn.Module):
     @torch.no_grad()
     def decode(self, batch: Batch) -> torch.Tensor:
         """Viterbi tag ids (B, T), 0 at padded positions."""
-        return self.crf.decode(self.emissions(batch), batch["mask"])[0]
+        checked = "tokens" in batch  # built by encode_batch: the mask is valid by construction
+        return self.crf.decode(self.emissions(batch), batch["mask"], checked, full_steps(batch))[0]
 
     @torch.no_grad()
     def decode_scored(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -178,7 +180,8 @@ class BiLstmCrfTagger(nn.Module):
         loop writes. ``predict``'s entity scores are the probabilities of readings (``readings.py``)."""
         emissions = self.emissions(batch)  # (B, T, K)
         # encode_batch's masks are valid by construction: the CRF need not ask the device again
-        paths = self.crf.decode(emissions, batch["mask"], checked=True)[0]  # (B, T)
-        marginals = self.crf.marginals(emissions, batch["mask"], checked=True)  # (B, T, K)
+        mask, full = batch["mask"], full_steps(batch)
+        paths = self.crf.decode(emissions, mask, checked=True, full_steps=full)[0]  # (B, T)
+        marginals = self.crf.marginals(emissions, mask, checked=True, full_steps=full)  # (B, T, K)
         chosen = marginals.gather(-1, paths[..., None])[..., 0]  # (B, T)
         return paths, chosen.float()

@@ -19,7 +19,7 @@ from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
-from ner_app.text.scores import entity_scores
+from ner_app.text.scores import GoldEntities
 
 _BILM = "tagger.elmo.bilm."  # state-dict keys of the frozen biLM
 
@@ -67,6 +67,9 @@ class TaggerModule(pl.LightningModule):
         super().__init__()
         self.tagger, self.spec = tagger, spec
         self.gold = {split: [list(t) for t in tags] for split, tags in gold.items()}
+        self._gold_entities: dict[
+            str, GoldEntities
+        ] = {}  # each split's gold entities, read at its first pass
         self.lr, self.l2_coef, self.schedule = lr, l2_coef, schedule
         self.evaluations: dict[str, Evaluation] = {}
         self._predicted: dict[int, list[str]] = {}
@@ -156,7 +159,9 @@ class TaggerModule(pl.LightningModule):
         if len(predicted) != len(gold):  # sanity checks and limit_*_batches
             return None
         in_order = [predicted[i] for i in range(len(gold))]
-        scores = entity_scores(gold, self.spec.to_source_scheme(in_order))
+        if split not in self._gold_entities:
+            self._gold_entities[split] = GoldEntities(gold)
+        scores = self._gold_entities[split].score(self.spec.to_source_scheme(in_order))
         evaluation = Evaluation(in_order, scores, time.perf_counter() - self._start)
         self.evaluations[split] = evaluation
         return evaluation

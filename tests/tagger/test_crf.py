@@ -257,6 +257,46 @@ def test_checked_skips_only_the_reads_of_the_mask_values():
         crf.marginals(emissions, mask.to(torch.uint8), checked=True)
 
 
+@pytest.mark.parametrize("lengths", [[4, 1, 3], [5, 3, 4, 3], [2, 2]])
+def test_full_steps_change_nothing(lengths):
+    """``full_steps`` (the shortest row's length, known on the host) skips the padding selects of the steps real
+    in every row: for each valid value the same paths, scores, marginals, log-likelihoods and gradients, bit for
+    bit, as without it."""
+    crf = make_crf(5, allowed_transitions(["O", "B-X", "I-X", "E-X", "S-X"], "BIOES"))
+    emissions, tags, mask = make_batch(5, lengths, seed=3)
+    known = mask.clone()
+    known[0, 1] = False  # one unannotated position: the partial-annotation lattice too
+
+    def outputs(full: int) -> list[torch.Tensor]:
+        em = emissions.clone().requires_grad_(True)
+        crf.zero_grad()
+        likelihood = crf(em, tags, mask, full_steps=full)
+        partial = crf(em, tags, mask, known, full_steps=full)
+        (likelihood.sum() + partial.sum()).backward()
+        grads = [em.grad, *(p.grad for p in crf.parameters())]
+        decoded = crf.decode(emissions, mask, full_steps=full)
+        return [likelihood, partial, *grads, *decoded, crf.marginals(emissions, mask, full_steps=full)]
+
+    expected = outputs(0)
+    for full in range(1, min(lengths) + 1):
+        for found, want in zip(outputs(full), expected, strict=True):
+            assert torch.equal(found, want)
+
+
+def test_full_steps_errors():
+    crf = CRF(3)
+    emissions, tags, mask = make_batch(3, [4, 2])
+    cases = [
+        (lambda: crf.decode(emissions, mask, full_steps=-1), "full_steps must lie in [0, T=4], found -1"),
+        (lambda: crf.marginals(emissions, mask, full_steps=5), "full_steps must lie in [0, T=4], found 5"),
+        (lambda: crf(emissions, tags, mask, full_steps=3), "full_steps=3, but a row of the mask is shorter"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message
+
+
 def test_shape_errors():
     crf = CRF(3)
     mask = torch.ones(2, 4, dtype=torch.bool)

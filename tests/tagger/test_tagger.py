@@ -6,7 +6,7 @@ import torch
 
 from ner_app.bilm import Elmo
 from ner_app.tagger import char_features
-from ner_app.tagger.batch import encode_batch
+from ner_app.tagger.batch import encode_batch, full_steps, row_lengths
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -243,3 +243,20 @@ def test_decode_scored_is_the_best_allowed_path_and_its_marginals():
         expected = marginals[torch.arange(n), torch.tensor(best)]
         torch.testing.assert_close(chosen[b, :n].double(), expected, atol=1e-5, rtol=1e-5)
         assert not chosen[b, n:].any()
+
+
+def test_lengths_come_from_the_tokens_on_the_host_and_equal_the_masks():
+    """The model reads each row's length from the batch's tokens (no wait for the device) and the shortest
+    one as the CRF's ``full_steps``; a batch without tokens (the ONNX graph's) counts its mask, and its loss,
+    paths and scores are the same."""
+    tagger = make_tagger()
+    batch = batch_of(SENTENCES)
+    assert row_lengths(batch).tolist() == batch["mask"].sum(dim=1).tolist() == [6, 2, 1]
+    assert row_lengths(batch).device.type == "cpu" and full_steps(batch) == 1
+    assert full_steps(batch_of(SENTENCES[:2])) == 2
+    bare = {k: v for k, v in batch.items() if k not in ("tokens", "partial")}
+    assert full_steps(bare) == 0 and row_lengths(bare).tolist() == [6, 2, 1]
+    with torch.no_grad():
+        assert torch.equal(tagger.loss(batch), tagger.loss(bare))
+        assert torch.equal(tagger.decode(batch), tagger.decode(bare))
+        assert torch.equal(tagger.emissions(batch), tagger.emissions(bare))

@@ -10,7 +10,7 @@ import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
 from ner_app.text.conll import read_conll
-from ner_app.text.scores import entity_scores
+from ner_app.text.scores import GoldEntities, entity_scores
 from tests.helpers import shared_path
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "S-MISC", "E-MISC", "I-MISC"]
@@ -54,3 +54,16 @@ def test_the_scores_are_seqevals_on_conll2003_dev() -> None:
     gold = [list(s.tags) for s in read_conll(shared_path("data", "conll2003", "valid.txt"))]
     predicted = perturbed(gold, random.Random(0), 0.05)
     assert entity_scores(gold, predicted) == reference(gold, predicted)
+
+
+def test_gold_entities_read_once_score_every_prediction_alike() -> None:
+    """A training run reads its dev set's gold entities once and scores each epoch's predictions with them."""
+    rng = random.Random(7)
+    gold = [[rng.choice(TAGS) for _ in range(rng.randint(1, 12))] for _ in range(25)]
+    entities = GoldEntities(gold)
+    for share in (0.0, 0.2, 1.0):
+        predicted = perturbed(gold, rng, share)
+        assert entities.score(predicted) == reference(gold, predicted)
+    with pytest.raises(ValueError) as err:
+        entities.score(gold[:-1])
+    assert str(err.value) == "entity_scores: every predicted sentence must be as long as its gold one"
