@@ -30,10 +30,11 @@ from benchmarks.common import autorange, cpu_info, interleaved, machine, measure
 from ner_app.bilm.bilm import set_code_paths
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.pretrain.batches import IGNORE
-from ner_app.pretrain.data import StreamBatches, read_corpus
+from ner_app.pretrain.data import read_corpus
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.run import bilm_options
 from ner_app.pretrain.softmax import SampledSoftmaxLoss
+from ner_app.pretrain.streams import StreamBatches
 from ner_app.pretrain.vocab import SoftmaxVocab
 
 # name: (batch size, bf16 autocast, char CNN without the padding tail, the char CNN's max passing its gradient

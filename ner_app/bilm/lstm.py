@@ -1,11 +1,7 @@
 """The biLM's LSTMs (docs/bilm_reference.md sections 3-5): LSTM cells with projection, two direction stacks.
 
-One stack serves inference and pretraining. A cell without clipping can run on torch's own LSTM kernel
-(cuDNN on a GPU): ``torch.nn.LSTM(proj_size=P)`` computes the same cell (Sak et al. 2014) but knows no cell
-or projection clip and no state reset inside a sequence, so that path is taken only when both clips are null
-and no resets are asked for. Its weights are the cell's own parameters, mapped on every call
-(differentiable): gate blocks TF (i, j, f, o) -> torch (i, f, g = j, o); the file's ``B`` plus the constant
-forget bias goes to ``b_ih``, ``b_hh`` is zero; ``w_hr`` is the projection weight.
+One stack serves inference and pretraining. A cell without clipping can run on torch's own LSTM kernel (cuDNN
+on a GPU): ``torch_lstm.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ner_app.bilm.module_list import Layers
 from ner_app.bilm.recurrence import State, autograd_steps, inference_steps
-from ner_app.bilm.torch_compat import packed_lstm
+from ner_app.bilm.torch_lstm import can_use_torch_lstm, torch_lstm_recurrence, torch_lstm_weights
 
 TorchLstmUse = Literal["auto", "on", "off"]
 
@@ -79,8 +75,11 @@ class LstmCellWithProjection(nn.Module):
         it: ``recurrence.inference_steps``). ``resets`` (N,) bool, packed like ``inputs``: rows
         whose state is zeroed before that step (a new sentence inside a pretraining stream).
         """
-        if _can_use_torch_lstm(self, inputs.device, resets, self.torch_lstm):
-            return _torch_lstm_recurrence(self, inputs, batch_sizes, state)
+        if can_use_torch_lstm((self.cell_clip, self.proj_clip), inputs.device, resets, self.torch_lstm):
+            weights = torch_lstm_weights(
+                self.input_linearity, self.state_linearity, self.projection, self.forget_bias
+            )
+            return torch_lstm_recurrence(weights, inputs, batch_sizes, state)
         if projected_inputs is None:
             # One large matmul for every step's input part, instead of one small one per step.
             projected_inputs = self.input_projection(inputs)  # (N, 4C)
@@ -265,47 +264,3 @@ class ElmoLstm(nn.Module):
                 h, c = torch.cat([h, old_h[rows:]]), torch.cat([c, old_c[rows:]])
             merged.append((h, c))
         self._states = merged
-
-
-def _to_torch_gate_order(tensor: torch.Tensor) -> torch.Tensor:
-    """(4C, ...) with gate blocks (i, j, f, o) -> (4C, ...) with blocks (i, f, j, o)."""
-    i, j, f, o = tensor.chunk(4, dim=0)
-    return torch.cat([i, f, j, o])
-
-
-def _torch_lstm_weights(cell: LstmCellWithProjection) -> list[torch.Tensor]:
-    """The cell's parameters as torch's flat LSTM weights [w_ih, w_hh, b_ih, b_hh, w_hr] (one layer)."""
-    size_c = cell.cell_size
-    bias = cell.input_linearity.bias
-    forget = torch.zeros_like(bias)
-    forget[2 * size_c : 3 * size_c] = cell.forget_bias  # TF adds it at run time to the f block
-    return [
-        _to_torch_gate_order(cell.input_linearity.weight),  # (4C, I)
-        _to_torch_gate_order(cell.state_linearity.weight),  # (4C, P)
-        _to_torch_gate_order(bias + forget),  # (4C,)
-        bias.new_zeros(bias.shape),  # (4C,)
-        cell.projection.weight,  # (P, C)
-    ]
-
-
-def _can_use_torch_lstm(
-    cell: LstmCellWithProjection, device: torch.device, resets: torch.Tensor | None, use: str
-) -> bool:
-    """Whether ``cell`` may run on torch's LSTM kernel: no clips, no resets, and CUDA (``auto``) or ``on``."""
-    if use == "off" or cell.cell_clip is not None or cell.proj_clip is not None:
-        return False
-    if resets is not None and bool(resets.any()):
-        return False
-    return use == "on" or device.type == "cuda"
-
-
-def _torch_lstm_recurrence(
-    cell: LstmCellWithProjection, inputs: torch.Tensor, batch_sizes: list[int], state: State
-) -> tuple[torch.Tensor, State]:
-    """The cell over a packed sequence on torch's LSTM kernel; the contract of ``LstmCellWithProjection.forward``.
-
-    inputs (N, I) packed time-major rows sorted by length; state h (B, P), c (B, C) in the same row order.
-    Returns outputs (N, P) and every row's final state.
-    """
-    out, h, c = packed_lstm(inputs, batch_sizes, *state, _torch_lstm_weights(cell))
-    return out, (h, c)

@@ -22,13 +22,14 @@ from ner_app.config.checks import check_pretrain_config
 from ner_app.config.load import BilmPretrainConfig, config_to_dict, save_config
 from ner_app.files import atomic_path
 from ner_app.pretrain.batches import TrainingBatch
-from ner_app.pretrain.data import StreamBatches, TrainingText, read_corpus
+from ner_app.pretrain.data import TrainingText, read_corpus
 from ner_app.pretrain.documents import Document, first_sentences, read_documents
 from ner_app.pretrain.heldout import BatchIterable, context_batches, shard_batches
 from ner_app.pretrain.metrics import HeldoutScores, Perplexity, PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.softmax_file import SOFTMAX_FILE, save_softmax
+from ner_app.pretrain.streams import StreamBatches
 from ner_app.pretrain.vocab import SoftmaxVocab
 from ner_app.runtime.checkpoint import load_checkpoint
 from ner_app.runtime.finite import FiniteGuard

@@ -15,6 +15,7 @@ from ner_app.errors import DISK_FULL, MissingFileError, NerAppError
 from ner_app.files import write_text
 from ner_app.report import charts, page
 from ner_app.report.calibration_report import calibration_section
+from ner_app.report.curves_section import curves_section
 from ner_app.report.error_analysis import (
     CATEGORIES,
     ErrorBreakdown,
@@ -166,58 +167,6 @@ def _sentences_section(data: dict[str, list[Sentence]], breakdowns: dict[str, Er
     return page.section("sentences", "Sentences with errors", [intro, *shown])
 
 
-CURVES_NOTE = (
-    "Epochs are numbered from 1, as the console numbers them. Train loss: each epoch's loss per token, the "
-    "summed loss of all its batches (the CRF's negative log-likelihood; with ELMo, plus its mix penalty) "
-    "divided by all their tokens; the log's per-step train_loss, one batch's loss per sentence, is not drawn. Dev: entity "
-    "precision, recall and F1 (%) after each epoch. Throughput: training sentences and tokens per second "
-    f"within each epoch, validation left out. A curve of fewer than {charts.MIN_POINTS} epochs is written "
-    "out instead of drawn."
-)
-
-
-SCORE_NAMES = (("f1", "F1"), ("precision", "precision"), ("recall", "recall"))
-
-
-def _curve_lines(
-    loss: dict[int, float], dev: dict[int, dict[str, float]], speed: dict[int, dict[str, float]]
-) -> list[str]:
-    """One line per learning curve with fewer than ``charts.MIN_POINTS`` epochs: its values, or why it has none."""
-    curves = {
-        "Train loss per token": (
-            {e: f"{v:.4g}" for e, v in loss.items()},
-            "logs/metrics.csv has no train_token_loss",
-        ),
-        "Dev entity scores": (
-            {e: ", ".join(f"{name} {v[k]:.2f}" for k, name in SCORE_NAMES if k in v) for e, v in dev.items()},
-            "no validation in logs/metrics.csv",
-        ),
-        "Training throughput": (
-            {e: f"{v['sentences']:.1f} sentences/s, {v['tokens']:.0f} tokens/s" for e, v in speed.items()},
-            "not measured: no epoch logged two training steps",
-        ),
-    }
-    lines = []
-    for title, (points, missing) in curves.items():
-        if not points:
-            lines.append(f"{title}: {missing}.")
-        elif len(points) < charts.MIN_POINTS:
-            values = "; ".join(f"epoch {e}: {text}" for e, text in points.items())
-            lines.append(f"{title}: {values} (not drawn: fewer than {charts.MIN_POINTS} epochs).")
-    return lines
-
-
-def _curves_section(
-    loss: dict[int, float], dev: dict[int, dict[str, float]], speed: dict[int, dict[str, float]]
-) -> str:
-    parts = [page.paragraph(CURVES_NOTE, note=True)]
-    figure = charts.learning_curves(loss, dev, speed)
-    if figure is not None:
-        parts.append(page.image(figure, "learning curves"))
-    parts += [page.paragraph(line) for line in _curve_lines(loss, dev, speed)]
-    return page.section("learning-curves", "Learning curves", parts)
-
-
 def _per_type_section(metrics: RunMetrics) -> str:
     per_type = {s: metrics.split(s).per_type for s in EVALUATED}
     types = sorted({t for s in EVALUATED for t in per_type[s]})
@@ -277,7 +226,7 @@ def build_report(run_dir: str | Path) -> str:
     )
     sections = [
         page.section("summary", "Final scores (best checkpoint)", [summary, page.paragraph(note, note=True)]),
-        _curves_section(loss, dev, speed),
+        curves_section(loss, dev, speed),
         _per_type_section(metrics),
         calibration_section(run_dir),
         *([forgetting_section(metrics.previous_dev)] if metrics.previous_dev is not None else []),

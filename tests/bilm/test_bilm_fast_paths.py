@@ -94,10 +94,8 @@ def test_inference_steps_give_the_autograd_loop_bit_for_bit(clip: float | None, 
 
 def test_torch_lstm_path_is_the_cell_without_clips(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    original = lstm_module._torch_lstm_recurrence
-    monkeypatch.setattr(
-        "ner_app.bilm.lstm._torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
-    )
+    original = lstm_module.torch_lstm_recurrence
+    monkeypatch.setattr("ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a))
     loop = run_cell(random_cell(None, torch_lstm="off"), None)
     assert not calls
     cell = random_cell(None, torch_lstm="on")  # the same weights
@@ -171,10 +169,8 @@ def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(monkeypatch: pytest.Monkey
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     calls = []
-    original = lstm_module._torch_lstm_recurrence
-    monkeypatch.setattr(
-        "ner_app.bilm.lstm._torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a)
-    )
+    original = lstm_module.torch_lstm_recurrence
+    monkeypatch.setattr("ner_app.bilm.lstm.torch_lstm_recurrence", lambda *a: calls.append(1) or original(*a))
     bilm = random_bilm(clip_free())
     ids = batch_to_ids([["a", "b", "c"], ["dd"], ["e", "f"]])
     set_code_paths(bilm, torch_lstm="off")

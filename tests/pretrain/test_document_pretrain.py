@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from ner_app.bilm.document import stream_layers
-from ner_app.pretrain.data import StreamBatches, document_starts, pack, read_corpus
+from ner_app.pretrain.data import document_starts, pack, read_corpus
 from ner_app.pretrain.module import BilmLanguageModel
+from ner_app.pretrain.streams import StreamBatches
 from ner_app.pretrain.vocab import SoftmaxVocab
 from tests.helpers import TINY_OPTIONS
 

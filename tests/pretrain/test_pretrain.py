@@ -18,7 +18,8 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
 from ner_app.errors import NerAppError
-from ner_app.pretrain.data import IGNORE, StreamBatches, pack, read_corpus
+from ner_app.pretrain.batches import IGNORE
+from ner_app.pretrain.data import pack, read_corpus
 from ner_app.pretrain.documents import read_sentences
 from ner_app.pretrain.heldout import sentence_batches
 from ner_app.pretrain.metrics import PretrainMetrics
@@ -27,6 +28,7 @@ from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
 from ner_app.pretrain.softmax import Candidates, LogUniformSampler, SampledSoftmaxLoss
 from ner_app.pretrain.softmax_file import SOFTMAX_FILE, load_softmax, save_softmax
+from ner_app.pretrain.streams import StreamBatches
 from ner_app.pretrain.vocab import SPECIALS, UNK_ID, SoftmaxVocab
 from tests.helpers import REPO, tiny_overrides, write_grammar
 

@@ -65,8 +65,8 @@ def test_plain_loop_equals_lightnings_predict_loop(trained):
     from ner_app.runtime.trainer import evaluation_trainer
     from ner_app.serve.predictor import PREDICT_MAX_TOKENS
     from ner_app.tagger.batch import encode_batch
-    from ner_app.train.datamodule import LengthBucketSampler
     from ner_app.train.module import TaggerModule
+    from ner_app.train.sampler import LengthBucketSampler
 
     predictor = Predictor.from_export(trained / "export", batch_size=8)
     sentences = [s.tokens for s in read_conll(TINY / "valid.txt")]

@@ -15,13 +15,14 @@ import torch
 
 from ner_app.cli.commands import main
 from ner_app.config.load import BilmPretrainConfig, load_config
-from ner_app.pretrain.data import StreamBatches, read_corpus, stream_rows
+from ner_app.pretrain.data import read_corpus
 from ner_app.pretrain.documents import read_sentences
 from ner_app.pretrain.heldout import sentence_batches, shard_batches
 from ner_app.pretrain.metrics import PretrainMetrics
 from ner_app.pretrain.module import BilmLanguageModel
 from ner_app.pretrain.perplexity import evaluate
 from ner_app.pretrain.run import run_pretraining
+from ner_app.pretrain.streams import StreamBatches, stream_rows
 from ner_app.pretrain.vocab import SoftmaxVocab
 from tests.helpers import write_grammar
 

@@ -15,7 +15,8 @@ from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.train.corpus import load_corpus
-from ner_app.train.datamodule import ConllDataModule, LengthBucketSampler
+from ner_app.train.datamodule import ConllDataModule
+from ner_app.train.sampler import LengthBucketSampler
 
 TRAIN = """-DOCSTART- -X- O O
 

@@ -14,7 +14,8 @@ from ner_app.errors import NerAppError
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.batching import batch_capacity, budget_batches
 from ner_app.train.corpus import load_corpus
-from ner_app.train.datamodule import EVAL_MAX_TOKENS, TRAIN_MAX_TOKENS, ConllDataModule, LengthBucketSampler
+from ner_app.train.datamodule import EVAL_MAX_TOKENS, TRAIN_MAX_TOKENS, ConllDataModule
+from ner_app.train.sampler import LengthBucketSampler
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
