@@ -26,7 +26,7 @@ from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.text.conll import read_conll
 from ner_app.text.vocab import Vocab, build_char_vocab, build_word_vocab
-from ner_app.train.datamodule import LengthBucketSampler
+from ner_app.train.sampler import LengthBucketSampler
 
 BUDGET = 8192  # data.max_tokens_per_batch's default
 

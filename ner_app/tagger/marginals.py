@@ -1,6 +1,7 @@
 """The CRF's marginals by a forward-backward in probability space, each step rescaled: ``CRF.marginals``.
 
-The same recursion as the ONNX predictor's numpy one (``serve/onnx_crf.py``), which cannot import torch.
+The recursion of the ONNX predictor's numpy marginals (``serve/onnx_crf.py``, which cannot import torch), less
+the padding selects that change nothing (the same values).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def scaled_marginals(
     """
     e, start, trans, end = (x.double() for x in (emissions, start, trans, end))
     weights = torch.exp(trans - trans.max())  # (K, K)
-    weights_t = weights.T
+    weights_t = weights.T  # (K, K)
     local = torch.exp(e - e.amax(dim=2, keepdim=True)).unbind(1)  # T x (B, K)
     step_masks = mask[:, :, None].unbind(1)  # T x (B, 1)
     alpha = torch.exp(start - start.max()) * local[0]  # (B, K)

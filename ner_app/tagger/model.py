@@ -162,7 +162,10 @@ class BiLstmCrfTagger(nn.Module):
         checked = "partial" in batch
         known = batch.get("known") if batch.get("partial", True) else None
         full = full_steps(batch)
-        nll = -self.crf(self.emissions(batch), batch["tags"], batch["mask"], known, checked, full).sum()
+        emissions = self.emissions(batch)  # (B, T, K)
+        nll = -self.crf(
+            emissions, batch["tags"], batch["mask"], known, checked=checked, full_steps=full
+        ).sum()
         if self.elmo is not None and l2_coef:
             nll = nll + l2_coef * self.elmo.l2_penalty().to(nll.device)
         return nll

@@ -33,7 +33,7 @@ def case_views(count: int, share: float, seed: int, epoch: int) -> dict[int, Cas
 
 
 class EpochBatches(Protocol):
-    """A batch sampler whose batches depend on the epoch (``datamodule.LengthBucketSampler``)."""
+    """A batch sampler whose batches depend on the epoch (``sampler.LengthBucketSampler``)."""
 
     def __iter__(self) -> Iterator[list[int]]: ...
     def __len__(self) -> int: ...

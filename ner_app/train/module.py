@@ -67,9 +67,8 @@ class TaggerModule(pl.LightningModule):
         super().__init__()
         self.tagger, self.spec = tagger, spec
         self.gold = {split: [list(t) for t in tags] for split, tags in gold.items()}
-        self._gold_entities: dict[
-            str, GoldEntities
-        ] = {}  # each split's gold entities, read at its first pass
+        # each split's gold entities, read at its first pass
+        self._gold_entities: dict[str, GoldEntities] = {}
         self.lr, self.l2_coef, self.schedule = lr, l2_coef, schedule
         self.evaluations: dict[str, Evaluation] = {}
         self._predicted: dict[int, list[str]] = {}

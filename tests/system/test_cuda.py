@@ -55,8 +55,8 @@ def test_plain_predict_loop_on_cuda_equals_lightnings(context: str | None) -> No
     from ner_app.runtime.trainer import build_trainer
     from ner_app.serve.predictor import PREDICT_MAX_TOKENS, Predictor
     from ner_app.tagger.batch import encode_batch
-    from ner_app.train.datamodule import LengthBucketSampler
     from ner_app.train.module import TaggerModule
+    from ner_app.train.sampler import LengthBucketSampler
     from tests.serve.test_predict_budget import sentences, tagger_and_spec
 
     tagger, spec = tagger_and_spec(context)

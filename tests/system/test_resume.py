@@ -235,7 +235,7 @@ def test_relocated_state_keeps_paths_outside_the_folder() -> None:
 
 def test_length_bucket_order_follows_set_epoch_after_iter() -> None:
     """Lightning creates the train iterator before ``set_epoch`` on resume: the shuffle must follow the epoch."""
-    from ner_app.train.datamodule import LengthBucketSampler
+    from ner_app.train.sampler import LengthBucketSampler
 
     sampler = LengthBucketSampler([3, 1, 4, 1, 5, 9, 2, 6], batch_size=2, shuffle=True, seed=3)
     expected = {epoch: (sampler.set_epoch(epoch), sampler.batches())[1] for epoch in range(4)}

@@ -67,3 +67,8 @@ def test_gold_entities_read_once_score_every_prediction_alike() -> None:
     with pytest.raises(ValueError) as err:
         entities.score(gold[:-1])
     assert str(err.value) == "entity_scores: every predicted sentence must be as long as its gold one"
+
+
+def test_no_sentences_score_zero_with_no_types() -> None:
+    """Where seqeval refuses an empty list, the scores are 0 and there are no types."""
+    assert entity_scores([], []) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "per_type": {}}

@@ -15,8 +15,9 @@ from ner_app.bilm.weights import load_bilm
 from ner_app.text.case import CASE_VIEWS, case_view
 from ner_app.train.case_augment import CaseAugmentedBatches, case_views
 from ner_app.train.corpus import load_corpus
-from ner_app.train.datamodule import Collator, ConllDataModule, LengthBucketSampler
+from ner_app.train.datamodule import Collator, ConllDataModule
 from ner_app.train.layer_cache import LayerCache
+from ner_app.train.sampler import LengthBucketSampler
 from tests.train.test_datamodule import SIZES, write_folder
 
 ROOT = Path(__file__).resolve().parents[2]
