@@ -4,7 +4,7 @@
     python -m benchmarks.active_learning --smoke --out runs/active_learning_smoke  # about a minute: tiny corpus
 
 For each seed, 500 training sentences drawn at random are the labelled set of round 0. Each strategy
-(least-confidence, margin, entropy, mnlp; ``ner-app select``'s, ``tagger/uncertainty.py``) and random selection then
+(least-confidence, margin, entropy, mnlp; ``ner-app select``'s, ``tagger/crf/uncertainty.py``) and random selection then
 run 5 rounds: the model of the previous round scores the rest of the training set (the pool) and the 500 it
 ranks first join the labelled set with their gold tags. Every round trains from scratch, with
 ``ner-app train --config configs/conll2003_baseline.yaml`` and the same epoch budget (``--epochs``,
@@ -86,8 +86,8 @@ def choose(
     export: Path, sentences: list[Sentence], pool: list[int], k: int, strategy: str, seed: int
 ) -> list[int]:
     """The ``k`` pool sentences (indices into ``sentences``) that ``ner-app select`` would pick."""
-    from ner_app.serve.predictor import Predictor
-    from ner_app.serve.selection import Candidate, select
+    from ner_app.decisions.selection import Candidate, select
+    from ner_app.predict.predictor import Predictor
 
     candidates = [
         Candidate(

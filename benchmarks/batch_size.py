@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from benchmarks.common import ROOT, SHARED, interleaved, machine, print_table
-from ner_app.serve.predictor import Predictor
-from ner_app.serve.shipped import SHIPPED_MODEL
+from ner_app.predict.predictor import Predictor
+from ner_app.predict.shipped import SHIPPED_MODEL
 from ner_app.text.batching import PREDICT_BATCH_SIZE
 from ner_app.text.conll import read_conll
 
@@ -47,7 +47,7 @@ def main() -> None:
     for size in sizes:
         predictors[f"torch, batch {size}"] = Predictor.from_export(args.model, batch_size=size)
         if args.onnx:
-            from ner_app.serve.onnx_predictor import OnnxPredictor
+            from ner_app.onnx.predictor import OnnxPredictor
 
             predictors[f"onnx, batch {size}"] = OnnxPredictor(args.onnx, threads=1, batch_size=size)
 

@@ -38,9 +38,9 @@ from ner_app.bilm import BidirectionalLM, save_bilm
 from ner_app.bilm.bilm import set_code_paths
 from ner_app.config.load import TrainConfig, load_config
 from ner_app.config.schema import RuntimeConfig
+from ner_app.predict.predictor import Predictor
 from ner_app.runtime.log_progress import silence_known_warnings
 from ner_app.runtime.trainer import build_trainer
-from ner_app.serve.predictor import Predictor
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.export import export_model
 from ner_app.train.corpus import load_corpus

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import SHARED, print_table
-from ner_app.serve.calibrate import gold_set
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.calibration import scores_at
+from ner_app.decisions.calibrate import gold_set
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.calibration import scores_at
 from ner_app.text.reliability import expected_calibration_error, log_loss
 
 

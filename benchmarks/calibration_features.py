@@ -25,8 +25,8 @@ import torch
 
 from benchmarks.calibrators import Calibrator, Features, Platt, candidates, log_loss
 from benchmarks.common import SHARED, print_table
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.calibration import CalibrationSet, calibration_set, scores_at
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.calibration import CalibrationSet, calibration_set, scores_at
 from ner_app.text.conll import read_conll
 from ner_app.text.pieces import split_pieces
 from ner_app.text.reliability import expected_calibration_error

@@ -16,7 +16,7 @@ import torch
 import torchcrf
 
 from benchmarks.common import interleaved, machine, print_table
-from ner_app.tagger.crf import CRF
+from ner_app.tagger.crf.crf import CRF
 
 MAX_LEN = 30
 MIN_RUN_TIME = 0.05  # seconds of one blocked_autorange round

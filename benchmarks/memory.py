@@ -116,7 +116,7 @@ def run_cell(task: str, mode: str, data: Path, export: Path, threads: int) -> No
     if task in ("train", "evaluate"):
         tagger_cell(task, budget, data)
     elif task == "predict":
-        from ner_app.serve.predictor import PREDICT_MAX_TOKENS, Predictor, predict_conll
+        from ner_app.predict.predictor import PREDICT_MAX_TOKENS, Predictor, predict_conll
 
         predictor = Predictor.from_export(export, max_tokens=PREDICT_MAX_TOKENS if budget else None)
         with open(data / "valid.txt", encoding="utf-8") as lines:
@@ -128,7 +128,7 @@ def run_cell(task: str, mode: str, data: Path, export: Path, threads: int) -> No
         bilm = load_bilm(BILM / "options.json", BILM / "weights.hdf5")
         with tempfile.TemporaryDirectory(prefix="memory_cell_") as tmp:
             if task == "embed":
-                from ner_app.serve.embed import EMBED_MAX_TOKENS, embed_file
+                from ner_app.bilm.embed import EMBED_MAX_TOKENS, embed_file
 
                 limit = EMBED_MAX_TOKENS if budget else None
                 embed_file(

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from benchmarks.common import ROOT, SHARED, interleaved, machine, print_table
-from ner_app.serve.onnx_predictor import OnnxPredictor
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.onnx_export import export_onnx_from
+from ner_app.onnx.export import export_onnx_from
+from ner_app.onnx.predictor import OnnxPredictor
+from ner_app.predict.predictor import Predictor
 from ner_app.text.conll import Sentence, read_conll
 from ner_app.text.scores import entity_scores
 

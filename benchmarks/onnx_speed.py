@@ -27,13 +27,13 @@ from benchmarks.common import ROOT, SHARED, interleaved, machine, make_sentences
 from ner_app.bilm.bilm import add_sentence_boundaries
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm
 from ner_app.config.load import load_config
-from ner_app.serve.onnx_crf import marginals, viterbi
-from ner_app.serve.onnx_predictor import OnnxPredictor
-from ner_app.serve.predictor import Predictor
+from ner_app.onnx.crf import marginals, viterbi
+from ner_app.onnx.export import export_onnx_from
+from ner_app.onnx.predictor import OnnxPredictor
+from ner_app.predict.predictor import Predictor
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import export_model
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.onnx_export import export_onnx_from
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert

@@ -41,7 +41,7 @@ from typing import Any
 from benchmarks.common import ROOT, SHARED, machine, print_table, random_bilm
 from ner_app.bilm import save_bilm
 from ner_app.files import write_text
-from ner_app.serve.api import SHIPPED_MODEL
+from ner_app.predict.api import SHIPPED_MODEL
 from ner_app.text.conll import read_conll
 
 DEV = SHARED / "data" / "conll2003" / "valid.txt"
@@ -207,7 +207,7 @@ def measure(name: str, model: Path, texts: list[str], args: argparse.Namespace, 
     """One model: processes per request, then rounds of (ceiling, and per client count: in process, served)."""
     import torch
 
-    from ner_app.serve.predictor import Predictor
+    from ner_app.predict.predictor import Predictor
 
     print(f"{name}: one predict process per request ...", file=sys.stderr, flush=True)
     result: dict[str, Any] = {"model": name, "path": str(model)}

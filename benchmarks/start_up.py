@@ -40,7 +40,7 @@ DRIVER = """
 import json, sys, time
 t0 = time.perf_counter()
 import ner_app.cli.commands as commands
-from ner_app.serve.predictor import Predictor
+from ner_app.predict.predictor import Predictor
 t1 = time.perf_counter()
 load = []
 build = Predictor.from_export.__func__

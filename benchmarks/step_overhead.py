@@ -47,9 +47,9 @@ def worker(args: argparse.Namespace) -> dict[str, float]:
     from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
     from ner_app.config.schema import RuntimeConfig
+    from ner_app.predict.predictor import Predictor
     from ner_app.runtime.finite import FiniteGuard
     from ner_app.runtime.trainer import build_trainer
-    from ner_app.serve.predictor import Predictor
     from ner_app.tagger.model import BiLstmCrfTagger
     from ner_app.tagger.spec import TaggerSizes, TaggerSpec
     from ner_app.train.callbacks import train_throughput

@@ -17,14 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ner_app.serve.api import Embedder, Embedding, Entity, Tagger, load_bilm, load_tagger
+    from ner_app.predict.api import Embedder, Embedding, Entity, Tagger, load_bilm, load_tagger
 
 __all__ = ["Embedder", "Embedding", "Entity", "Tagger", "load_bilm", "load_tagger"]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from ner_app.serve import api
+        from ner_app.predict import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'ner_app' has no attribute {name!r}")

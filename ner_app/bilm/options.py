@@ -19,7 +19,7 @@ from ner_app.config.schema import BilmShape
 from ner_app.errors import NerAppError
 from ner_app.files import write_text
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_OPTIONS_BYTES, check_size
-from ner_app.reading import read_json
+from ner_app.records import read_json
 
 
 class OptionsError(NerAppError):

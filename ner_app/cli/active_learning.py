@@ -1,6 +1,6 @@
 """The commands that turn scores into decisions: ``find-threshold`` (the minimum entity score to keep, chosen
 on gold data) and ``select`` (the sentences to annotate next). Parsers and handlers; the work is in
-``serve/threshold.py``, ``serve/selection.py`` and ``tagger/uncertainty.py``."""
+``decisions/threshold.py``, ``decisions/selection.py`` and ``tagger/crf/uncertainty.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ner_app.errors import NerAppError
 from ner_app.report.formats import format_names
 
 LINES = "lines"  # select's plain output: one selected sentence per line, no predictions
-# as tagger/uncertainty.py's STRATEGIES, in the order --help lists them
+# as tagger/crf/uncertainty.py's STRATEGIES, in the order --help lists them
 STRATEGY_NAMES = ("margin", "entropy", "least-confidence", "mnlp", "random")
 
 
@@ -130,9 +130,9 @@ def find_threshold(args: argparse.Namespace) -> int:
     _set_threads(args)
     check_device(args.device)
     check_gold_file(args.input)
-    from ner_app.serve.predictor import Predictor
-    from ner_app.serve.threshold import find_threshold as sweep
-    from ner_app.serve.threshold import suggestion_line, threshold_table
+    from ner_app.decisions.threshold import find_threshold as sweep
+    from ner_app.decisions.threshold import suggestion_line, threshold_table
+    from ner_app.predict.predictor import Predictor
 
     model = _model(args)
     predictor = Predictor.from_export(
@@ -154,10 +154,9 @@ def find_threshold(args: argparse.Namespace) -> int:
 
 def select(args: argparse.Namespace) -> int:
     from ner_app.cli.inference import _model, _set_threads, check_device
-    from ner_app.files import write_text
-    from ner_app.paths import STDOUT, check_output
+    from ner_app.files import STDOUT, check_output, write_text
     from ner_app.report.formats import Target, output_format, write_output
-    from ner_app.tagger.uncertainty import STRATEGIES
+    from ner_app.tagger.crf.uncertainty import STRATEGIES
 
     if args.strategy not in STRATEGIES:
         raise NerAppError(f"--strategy {args.strategy!r}: expected one of {', '.join(STRATEGY_NAMES)}")
@@ -175,10 +174,10 @@ def select(args: argparse.Namespace) -> int:
     check_output(args.output, "--output")
     _set_threads(args)
     check_device(args.device)
+    from ner_app.decisions.selection import read_pool, tokens_of
+    from ner_app.decisions.selection import select as choose
+    from ner_app.predict.predictor import Predictor, tag_conll
     from ner_app.report.predictions_html import entity_types
-    from ner_app.serve.predictor import Predictor, tag_conll
-    from ner_app.serve.selection import read_pool, tokens_of
-    from ner_app.serve.selection import select as choose
 
     candidates, kind = read_pool(args.input, args.pool_format)
     if fmt is not None and fmt.reads == "conll" and kind != "conll":

@@ -12,7 +12,7 @@ from typing import Any
 
 
 class Owned:
-    """The default of another module: ``Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS")``, a dataclass field
+    """The default of another module: ``Owned("ner_app.bilm.embed", "EMBED_MAX_TOKENS")``, a dataclass field
     (``"ServeSpec.port"``) or a function's parameter (``"embed_file.batch_size"``)."""
 
     def __init__(self, module: str, name: str) -> None:
@@ -98,7 +98,7 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-PREDICTOR = "ner_app.serve.predictor"  # owns predict's and evaluate's defaults
+PREDICTOR = "ner_app.predict.predictor"  # owns predict's and evaluate's defaults
 
 
 def add_model_arguments(

@@ -1,4 +1,4 @@
-"""``ner-app benchmark speed``: a tagger's words per second with a 95% bootstrap interval (``serve/speed.py``),
+"""``ner-app benchmark speed``: a tagger's words per second with a 95% bootstrap interval (``predict/speed.py``),
 on the torch path (an export folder) or the ONNX path (an ``export --onnx`` folder, fp32 or int8)."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def add_benchmark_parser(commands: argparse._SubParsersAction) -> None:
 def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
     """(the path measured, its tag function) for the folder ``model``."""
     if (model / "onnx.json").is_file():
-        from ner_app.serve.onnx_predictor import OnnxPredictor
+        from ner_app.onnx.predictor import OnnxPredictor
 
         onnx = OnnxPredictor(model, threads=threads)
         found = "int8" if onnx.quantize == "int8" else "onnx"
@@ -73,7 +73,7 @@ def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
         )
     import torch
 
-    from ner_app.serve.predictor import Predictor
+    from ner_app.predict.predictor import Predictor
 
     torch.set_num_threads(threads)
     predictor = Predictor.from_export(model)
@@ -82,7 +82,7 @@ def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
 
 def benchmark(args: argparse.Namespace) -> int:
     from ner_app.cli.inference import _model
-    from ner_app.serve.speed import measure_speed
+    from ner_app.predict.speed import measure_speed
     from ner_app.text.lines import read_lines
 
     if args.warmup < 0:

@@ -1,4 +1,4 @@
-"""``ner-app calibrate``: the argument parser and the handler (the work: ``serve/calibrate.py``)."""
+"""``ner-app calibrate``: the argument parser and the handler (the work: ``decisions/calibrate.py``)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def add_calibrate_parser(commands: argparse._SubParsersAction) -> None:
 
 def calibrate(args: argparse.Namespace) -> int:
     from ner_app.cli.inference import check_device
-    from ner_app.serve.calibrate import calibrate_export
+    from ner_app.decisions.calibrate import calibrate_export
 
     if args.threads:
         import torch

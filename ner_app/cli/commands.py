@@ -87,7 +87,7 @@ def _train_once(cfg: Any, resume: bool) -> int:
 
 def _is_stdout(path: str) -> bool:
     """Whether an output path is this process's standard output (``-``, /dev/stdout, a link to it)."""
-    from ner_app.paths import output_target
+    from ner_app.files import output_target
 
     return output_target(path)[0] == "stdout"
 
@@ -190,7 +190,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _download_elmo(args: argparse.Namespace) -> int:
-    from ner_app.serve.download import download_elmo
+    from ner_app.bilm.download import download_elmo
 
     options, weights = download_elmo(args.model, args.output, args.base_url)
     print(f"elmo.options={options}\nelmo.weights={weights}")  # the overrides (or config lines) that use them

@@ -1,5 +1,5 @@
 """The handlers of the commands that use a trained model or biLM: ``predict``, ``evaluate``, ``embed`` and
-``export``. ``predict``, ``evaluate`` and ``embed`` default to what ships in ``data/`` (``serve/api.py``)."""
+``export``. ``predict``, ``evaluate`` and ``embed`` default to what ships in ``data/`` (``predict/api.py``)."""
 
 from __future__ import annotations
 
@@ -44,20 +44,20 @@ def _set_threads(args: argparse.Namespace) -> None:
 
 def _model(args: argparse.Namespace) -> Path:
     """--model, or the shipped CoNLL-2003 tagger."""
-    from ner_app.serve.shipped import SHIPPED_MODEL, shipped
+    from ner_app.predict.shipped import SHIPPED_MODEL, shipped
 
     return Path(args.model) if args.model else shipped(SHIPPED_MODEL, "CoNLL-2003 tagger (--model)")
 
 
 def embed(args: argparse.Namespace) -> int:
     from ner_app.bilm.weights import load_bilm
-    from ner_app.paths import check_output
+    from ner_app.files import check_output
 
     check_output(args.output, "--output")  # a folder, a block device, a FIFO nobody reads: before the work
     _set_threads(args)
     check_device(args.device)
-    from ner_app.serve.api import SHIPPED_BILM, bilm_files, shipped
-    from ner_app.serve.embed import embed_file, inference_autocast
+    from ner_app.bilm.embed import embed_file, inference_autocast
+    from ner_app.predict.api import SHIPPED_BILM, bilm_files, shipped
 
     if (args.options is None) != (args.weights is None):
         raise NerAppError("--options and --weights go together (leave both out for the shipped biLM)")
@@ -69,7 +69,7 @@ def embed(args: argparse.Namespace) -> int:
             f"--max-stream-positions: expected at least 2 (<S> and </S>), found {args.max_stream_positions}"
         )
     if args.outputs is not None:  # TF-Hub ELMo's named outputs (docs/serving.md)
-        from ner_app.serve.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
+        from ner_app.bilm.embed_outputs import embed_outputs_file, parse_mix, parse_outputs
 
         names = parse_outputs(args.outputs, bilm.num_layers - 1)
         mix = parse_mix(args.scalar_mix, args.gamma, bilm.num_layers)
@@ -114,7 +114,7 @@ def export(args: argparse.Namespace) -> int:
                 "--onnx converts an export folder (--model DIR), not a checkpoint: export the checkpoint first "
                 "(export --checkpoint CKPT --output DIR)"
             )
-        from ner_app.tagger.onnx_export import export_onnx_from, require_onnxruntime
+        from ner_app.onnx.export import export_onnx_from, require_onnxruntime
 
         require_onnxruntime()  # before the shipped model is looked for: the missing package is the first fix
         model = _model(args)
@@ -128,7 +128,7 @@ def export(args: argparse.Namespace) -> int:
         raise NerAppError(
             "export: give --checkpoint CKPT, or --onnx [--model EXPORT_DIR] to convert an export"
         )
-    from ner_app.train.export import export_checkpoint
+    from ner_app.train.from_checkpoint import export_checkpoint
 
     out = export_checkpoint(args.checkpoint, args.output)
     print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
@@ -138,8 +138,7 @@ def export(args: argparse.Namespace) -> int:
 def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
     """Before the model loads: --output is not the input (nor a folder holding it), and a file format's output
     is a file name, a folder format's a folder that is absent, empty or an earlier output of the format."""
-    from ner_app.files import refuse_foreign
-    from ner_app.paths import STDOUT, check_output
+    from ner_app.files import STDOUT, check_output, refuse_foreign
 
     out = Path(output)
     if source != "-" and Path(source).exists():
@@ -176,7 +175,7 @@ def predict(args: argparse.Namespace) -> int:
         from ner_app.cli.predict_workers import predict_in_workers
 
         return predict_in_workers(args, fmt, str(_model(args)), options)  # torch only in the workers
-    from ner_app.serve.predictor import Predictor, tag_conll
+    from ner_app.predict.predictor import Predictor, tag_conll
 
     _set_threads(args)
     check_device(args.device)
@@ -211,10 +210,10 @@ def predict(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     import json
 
-    from ner_app.paths import STDOUT, check_output, output_target
+    from ner_app.files import STDOUT, check_output, output_target
+    from ner_app.predict.evaluate import case_view_table, evaluate_file, score_table
+    from ner_app.predict.predictor import Predictor
     from ner_app.report.formats import FORMATS, Target, write_output
-    from ner_app.serve.evaluate import case_view_table, evaluate_file, score_table
-    from ner_app.serve.predictor import Predictor
     from ner_app.text.case import CASE_VIEWS
 
     _set_threads(args)

@@ -38,13 +38,13 @@ def add_embed_parser(commands: argparse._SubParsersAction) -> None:
     embed.add_argument(
         "--batch-size",
         type=positive_int,
-        default=Owned("ner_app.serve.embed", "embed_file.batch_size"),
+        default=Owned("ner_app.bilm.embed", "embed_file.batch_size"),
         help="sentences per biLM call (default %(default)s)",
     )
     embed.add_argument(
         "--max-tokens",
         type=positive_int,
-        default=Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS"),
+        default=Owned("ner_app.bilm.embed", "EMBED_MAX_TOKENS"),
         metavar="N",
         help="padded positions a biLM call reads at most: sentences x longest sentence (streams x longest stream "
         "with --context document); a longer sentence runs alone (default %(default)s)",
@@ -96,7 +96,7 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
         "or, with --onnx, an export as ONNX graphs",
         description="Writes DIR/model.safetensors, DIR/tagger.json and DIR/bilm/{options.json,weights.hdf5}; "
         "loading it runs no pickle. With --onnx: converts the export --model into DIR/tagger.onnx, DIR/bilm.onnx, "
-        "DIR/crf.npz and DIR/onnx.json, which ner_app.serve.onnx_predictor runs with onnxruntime and numpy, "
+        "DIR/crf.npz and DIR/onnx.json, which ner_app.onnx.predictor runs with onnxruntime and numpy, "
         "without torch (docs/serving.md).",
     )
     export.add_argument("--checkpoint", help="a checkpoint from RUN/checkpoints/ (required without --onnx)")
@@ -200,8 +200,8 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def add_download_elmo_parser(commands: argparse._SubParsersAction) -> None:
-    from ner_app.serve.download import DEFAULT_BASE_URL  # no torch at import: cheap for every command
-    from ner_app.serve.elmo_models import MODELS
+    from ner_app.bilm.download import DEFAULT_BASE_URL  # no torch at import: cheap for every command
+    from ner_app.bilm.elmo_models import MODELS
 
     download = commands.add_parser(
         "download-elmo",
@@ -224,7 +224,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
         "text]}; requests arriving together are tagged in one batch. Listens on 127.0.0.1 only unless "
         "--allow-remote. SIGTERM answers the requests in flight, then stops (docs/serving.md).",
     )
-    spec = "ner_app.serve.server"  # ServeSpec owns the defaults
+    spec = "ner_app.server.server"  # ServeSpec owns the defaults
     serve.add_argument(
         "--host",
         default=Owned(spec, "ServeSpec.host"),

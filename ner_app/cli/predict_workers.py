@@ -1,4 +1,4 @@
-"""``predict --workers N``: the input tagged by N worker processes (``serve/workers.py``), the output written
+"""``predict --workers N``: the input tagged by N worker processes (``predict/workers.py``), the output written
 as one process writes it, to standard output once all of it is done (``files.atomic_path``), so that a worker
 that dies leaves nothing half-written."""
 
@@ -13,9 +13,9 @@ from typing import Any, BinaryIO
 from ner_app.cli.arguments import Owned
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
+from ner_app.predict.workers import GroupTagger, WorkerPool, usable_cores
 from ner_app.report.formats import OutputFormat, Target, write_output
 from ner_app.report.predictions_html import entity_types
-from ner_app.serve.workers import GroupTagger, WorkerPool, usable_cores
 from ner_app.text.lines import decoded_lines
 from ner_app.text.readings import ReadingOptions
 
@@ -66,7 +66,7 @@ def _run(
         lines = decoded_lines(source, name)
         records: Iterable[Any]
         if fmt.reads == "conll":
-            from ner_app.serve.predictor import tag_conll
+            from ner_app.predict.predictor import tag_conll
 
             records = tag_conll(GroupTagger(pool, found), lines)  # type: ignore[arg-type]
         else:

@@ -11,7 +11,7 @@ from ner_app.errors import NerAppError
 
 def serve(args: argparse.Namespace) -> int:
     try:
-        from ner_app.serve import server
+        from ner_app.server import server
     except ImportError as err:
         if "litserve" not in str(err) and "starlette" not in str(err):
             raise

@@ -12,8 +12,7 @@ from typing import Any, TypedDict
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import write_text
-from ner_app.reading import read_json
-from ner_app.records import Reader, checked, found, hints, read_record, read_value
+from ner_app.records import Reader, checked, found, hints, read_json, read_record, read_value
 
 METRICS_FILE = "metrics.json"
 MAX_METRICS_BYTES = 1 << 24  # a few held-out files' perplexities: a few KB

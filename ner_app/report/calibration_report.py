@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from ner_app.errors import NerAppError
-from ner_app.reading import read_json
+from ner_app.records import read_json
 from ner_app.report import page
 from ner_app.train.calibration import CALIBRATION_FILE
 from ner_app.train.corpus import EVALUATED

@@ -1,7 +1,7 @@
 """The output formats of predictions: a format's name -> its writer (``predict --format``, ``evaluate
 --predictions``). Adding a format is one entry in ``FORMATS`` (docs/architecture.md has the recipe).
 
-A writer turns prediction records (``text/records.py``) into pieces of text, written in order, so a large input
+A writer turns prediction records (``text/predictions.py``) into pieces of text, written in order, so a large input
 streams: ``TaggedLine`` records for formats that read raw text lines, ``TaggedSentence`` records and the lines
 between them for formats that read CoNLL token lines (``reads``). The JSON the server answers and the entities
 the Python API returns are the same records (``TaggedLine.to_json``, ``Entity``). A format that is a folder of
@@ -21,7 +21,7 @@ from ner_app.files import atomic_folder, refuse_foreign, write_text
 from ner_app.report.format_types import FilesWriter, OutputFormat, Target, Writer, json_line
 from ner_app.report.predictions_html import predictions_html
 from ner_app.report.tool_formats import TOOL_FORMATS
-from ner_app.text.records import ConllItem, TaggedLine
+from ner_app.text.predictions import ConllItem, TaggedLine
 
 # what a writer is and knows, defined beside the tool formats (which this module registers), used from here
 __all__ = ["FORMATS", "FilesWriter", "OutputFormat", "Target", "Writer", "output_format", "write_output"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ner_app.errors import NerAppError
 from ner_app.report.format_types import OutputFormat, Target, json_line
-from ner_app.text.records import Entity, TaggedLine
+from ner_app.text.predictions import Entity, TaggedLine
 from ner_app.text.tokenizer import tokenize
 
 FROM_NAME, TO_NAME = "label", "text"  # the control and object names of Label Studio's named-entity template

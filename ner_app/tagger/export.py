@@ -20,7 +20,7 @@ from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
-from ner_app.reading import read_json
+from ner_app.records import read_json
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
     PACKAGE,

@@ -18,7 +18,7 @@ import torch
 
 from ner_app.errors import NerAppError
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_VOCAB, check_number, check_size
-from ner_app.reading import sha256_file
+from ner_app.records import sha256_file
 
 INTEGRITY_KEY = "integrity"
 _DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}

@@ -14,8 +14,8 @@ from ner_app.bilm.elmo import Elmo
 from ner_app.tagger.batch import Batch, full_steps, row_lengths
 from ner_app.tagger.bilstm import BiLstm
 from ner_app.tagger.char_features import WordCharCNN
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF
 from ner_app.tagger.dropout import RandMaskDropout
 from ner_app.tagger.spec import SpecError, TaggerSpec
 

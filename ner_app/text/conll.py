@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ner_app.errors import NerAppError
-from ner_app.files import write_text
-from ner_app.paths import is_special
+from ner_app.files import is_special, write_text
 from ner_app.text.tags import UNKNOWN, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"

@@ -1,7 +1,7 @@
 """Tagging raw lines, the model-free part: sentences cut into pieces, tags joined back, entities with offsets.
 
-Shared by the torch predictor (``serve/predictor.py``) and the onnxruntime one (``serve/onnx_predictor.py``),
-so that both give the same ``TaggedLine`` records (``text/records.py``); no torch here.
+Shared by the torch predictor (``predict/predictor.py``) and the onnxruntime one (``onnx/predictor.py``),
+so that both give the same ``TaggedLine`` records (``text/predictions.py``); no torch here.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from ner_app.text.predictions import Entity, Flagged, TaggedLine
 from ner_app.text.readings import Missed, ReadingOptions, Scored, SentenceReading
-from ner_app.text.records import Entity, Flagged, TaggedLine
 from ner_app.text.tokenizer import Token
 from ner_app.text.tokenizer import sentences as split_sentences
 

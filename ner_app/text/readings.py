@@ -6,7 +6,7 @@ A *reading* is ``(start token, end token exclusive, entity type)``. Its probabil
 of the tag paths that hold exactly that entity: in BIOES ``S-X``, or ``B-X I-X... E-X``; in IOB2 ``B-X I-X...``
 with a next tag that is not ``I-X``; in IOB1 the same, opened by ``B-X`` or by an ``I-X`` that follows no
 ``X`` tag. Each such set of paths is one or two *lattices*, each a per-position set of allowed tags, and the
-model sums each lattice exactly (``tagger/readings.py`` in torch, ``serve/onnx_crf.py`` in numpy; both equal
+model sums each lattice exactly (``tagger/crf/readings.py`` in torch, ``onnx/crf.py`` in numpy; both equal
 ``CRF.log_partition`` over the lattice) from ``Lattices`` tables, so that both predictors score the same
 readings. No torch and no numpy here.
 """

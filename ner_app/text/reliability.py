@@ -2,7 +2,7 @@
 calibration error (ECE) over equal-width bins, the reliability diagram's bins and the binary log loss.
 
 An entity is correct when a gold entity has exactly its span and its type. No torch here: the fitting
-(``tagger/calibration.py``), the ``calibrate`` command and the run report all read these numbers.
+(``tagger/crf/calibration.py``), the ``calibrate`` command and the run report all read these numbers.
 """
 
 from __future__ import annotations

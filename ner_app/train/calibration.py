@@ -1,4 +1,4 @@
-"""Calibration at the end of training: the chosen weights' temperature fitted on dev (``tagger/calibration.py``),
+"""Calibration at the end of training: the chosen weights' temperature fitted on dev (``tagger/crf/calibration.py``),
 its entity ECE and log loss before and after on dev and test, and the reliability diagrams' bins, written to
 ``calibration.json`` in the run folder (the run report draws them) and kept in the export's spec.
 """
@@ -16,7 +16,7 @@ import torch
 
 from ner_app.files import write_text
 from ner_app.tagger.batch import batch_to
-from ner_app.tagger.calibration import (
+from ner_app.tagger.crf.calibration import (
     CalibrationSet,
     calibration_record,
     calibration_set,

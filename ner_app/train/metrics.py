@@ -20,8 +20,7 @@ from typing import Any
 
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import write_text
-from ner_app.reading import read_json
-from ner_app.records import Reader, checked, read_field, read_record
+from ner_app.records import Reader, checked, read_field, read_json, read_record
 from ner_app.train.corpus import EVALUATED
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

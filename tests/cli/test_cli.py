@@ -120,10 +120,10 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
     import sys
 
     from ner_app.bilm.document import MAX_POSITIONS
+    from ner_app.bilm.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS
     from ner_app.cli.parser import OwnedNamespace, build_parser
-    from ner_app.serve.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS
-    from ner_app.serve.predictor import PREDICT_MAX_TOKENS
-    from ner_app.serve.server import ServeSpec
+    from ner_app.predict.predictor import PREDICT_MAX_TOKENS
+    from ner_app.server.server import ServeSpec
     from ner_app.text.batching import PREDICT_BATCH_SIZE
 
     code = (
@@ -151,7 +151,7 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
 
 def test_serve_limits_are_options_with_the_specs_defaults() -> None:
     from ner_app.cli.parser import OwnedNamespace, build_parser
-    from ner_app.serve.server import ServeSpec
+    from ner_app.server.server import ServeSpec
 
     parse = build_parser().parse_args
     given = parse(["serve", "--header-timeout", "3", "--body-timeout", "4.5", "--max-connections", "9"])

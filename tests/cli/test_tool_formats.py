@@ -12,7 +12,7 @@ import pytest
 from ner_app.cli.commands import main
 from ner_app.report.formats import FORMATS, Target, write_output
 from ner_app.text.conll import read_conll
-from ner_app.text.records import Entity, TaggedLine
+from ner_app.text.predictions import Entity, TaggedLine
 from ner_app.text.tags import detect_scheme, entities
 from ner_app.text.tokenizer import tokenize
 

@@ -10,10 +10,10 @@ import pytest
 
 import train
 from ner_app.cli.commands import main
-from ner_app.serve.predictor import Predictor
-from ner_app.serve.selection import read_pool, tokens_of
-from ner_app.serve.threshold import GRID
-from ner_app.tagger.uncertainty import combine, sentence_uncertainty
+from ner_app.decisions.selection import read_pool, tokens_of
+from ner_app.decisions.threshold import GRID
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.uncertainty import combine, sentence_uncertainty
 from ner_app.text.conll import read_conll
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import entities
@@ -283,6 +283,6 @@ def test_read_pool_formats(tmp_path) -> None:
 def test_the_command_line_names_every_strategy() -> None:
     """The parser names the strategies without importing torch; they must be the uncertainty module's."""
     from ner_app.cli.active_learning import STRATEGY_NAMES
-    from ner_app.tagger.uncertainty import STRATEGIES
+    from ner_app.tagger.crf.uncertainty import STRATEGIES
 
     assert sorted(STRATEGY_NAMES) == sorted(STRATEGIES)

@@ -15,7 +15,7 @@ import train
 from ner_app.bilm import save_bilm
 from ner_app.cli.commands import main
 from ner_app.errors import MissingFileError
-from ner_app.serve import api
+from ner_app.predict import api
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm
 

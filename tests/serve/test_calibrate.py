@@ -22,10 +22,10 @@ import torch
 import train
 from ner_app.bilm import save_bilm
 from ner_app.cli.commands import main
-from ner_app.serve.onnx_crf import marginals
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF
+from ner_app.onnx.crf import marginals
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF
 from ner_app.tagger.export import load_export
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm, rewrite_spec
@@ -180,8 +180,8 @@ def test_the_numpy_crf_tempers_as_the_crf_does(temperature: float) -> None:
 
 def test_onnx_keeps_and_applies_the_temperature(older: Path, tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    from ner_app.serve.onnx_predictor import OnnxPredictor
-    from ner_app.tagger.onnx_export import export_onnx_from
+    from ner_app.onnx.export import export_onnx_from
+    from ner_app.onnx.predictor import OnnxPredictor
 
     calibrated = with_temperature(older, tmp_path / "cal", 2.5)
     export_onnx_from(calibrated, tmp_path / "onnx")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from ner_app.bilm import download, elmo_models
 from ner_app.bilm.options import BilmOptions
 from ner_app.bilm.weights import save_bilm
 from ner_app.cli.commands import main
-from ner_app.serve import download, elmo_models
 from tests.helpers import TINY_OPTIONS
 
 SMALL = elmo_models.MODELS["small"]

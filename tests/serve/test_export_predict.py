@@ -13,7 +13,7 @@ import torch
 
 import train
 from ner_app.cli.commands import main
-from ner_app.serve.predictor import Predictor
+from ner_app.predict.predictor import Predictor
 from ner_app.tagger.export import ExportError, load_export
 from ner_app.tagger.integrity import IntegrityError
 from ner_app.text.conll import read_conll
@@ -62,8 +62,8 @@ def test_plain_loop_equals_lightnings_predict_loop(trained):
     ``TaggerModule.predict_step`` (the path predict took before), batched by the training sampler."""
     from torch.utils.data import DataLoader
 
+    from ner_app.predict.predictor import PREDICT_MAX_TOKENS
     from ner_app.runtime.trainer import evaluation_trainer
-    from ner_app.serve.predictor import PREDICT_MAX_TOKENS
     from ner_app.tagger.batch import encode_batch
     from ner_app.train.module import TaggerModule
     from ner_app.train.sampler import LengthBucketSampler

@@ -1,4 +1,4 @@
-"""TF-Hub ELMo's named outputs (ner_app/serve/hub_outputs.py) against the biLM's own layers and oracles."""
+"""TF-Hub ELMo's named outputs (ner_app/bilm/hub_outputs.py) against the biLM's own layers and oracles."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from ner_app.bilm import Elmo, ScalarMix, batch_to_ids, load_bilm, remove_sentence_boundaries
 from ner_app.bilm.char_mapper import token_to_ids
 from ner_app.bilm.document import context_layers, document_contexts
+from ner_app.bilm.hub_outputs import HubElmo, hub_outputs_from_layers, hub_tokens, output_names
 from ner_app.cli.commands import main
-from ner_app.serve.hub_outputs import HubElmo, hub_outputs_from_layers, hub_tokens, output_names
 from tests.helpers import shared_path
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_bilm"

@@ -1,4 +1,4 @@
-"""LitServe's internals that ``serve`` uses (``ner_app/serve/litserve_compat.py``) are there, and mean what the
+"""LitServe's internals that ``serve`` uses (``ner_app/server/litserve_compat.py``) are there, and mean what the
 module takes them to mean, in the installed LitServe, whose version must be in the range pyproject allows.
 A LitServe that changes any of them fails here, naming the part, before a server misbehaves."""
 
@@ -16,7 +16,7 @@ litserve = pytest.importorskip("litserve", reason="serve needs LitServe (pip ins
 
 from litserve.loops import base, simple_loops  # noqa: E402
 
-from ner_app.serve import litserve_compat  # noqa: E402
+from ner_app.server import litserve_compat  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def test_the_installed_litserve_is_in_the_supported_range():
     assert litserve_compat.SUPPORTED == pyproject_range()
     installed = Version(litserve.__version__)
     assert installed in SpecifierSet(litserve_compat.SUPPORTED), (
-        f"litserve {installed} is outside {litserve_compat.SUPPORTED}: check ner_app/serve/litserve_compat.py "
+        f"litserve {installed} is outside {litserve_compat.SUPPORTED}: check ner_app/server/litserve_compat.py "
         "against it, then widen the range in pyproject.toml and in the module"
     )
 

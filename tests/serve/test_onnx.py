@@ -16,14 +16,16 @@ from ner_app.bilm.bilm import add_sentence_boundaries
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.cli.commands import main
-from ner_app.serve import onnx_manifest, onnx_predictor, predictor
-from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger import onnx_export
+from ner_app.onnx import export as onnx_export
+from ner_app.onnx import manifest as onnx_manifest
+from ner_app.onnx import predictor as onnx_predictor
+from ner_app.onnx.export import OnnxExportError, export_onnx, export_onnx_from
+from ner_app.onnx.predictor import OnnxModelError, OnnxPredictor
+from ner_app.predict import predictor
+from ner_app.predict.predictor import Predictor
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.onnx_export import OnnxExportError, export_onnx, export_onnx_from
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text import pieces
 from ner_app.text.conll import read_conll
@@ -182,7 +184,7 @@ def test_the_predictor_runs_with_torch_blocked(trained: Path) -> None:
         BLOCK.format(names=("torch", "pytorch_lightning", "lightning_fabric"))
         + f"""
 import json
-from ner_app.serve.onnx_predictor import OnnxPredictor
+from ner_app.onnx.predictor import OnnxPredictor
 tags = OnnxPredictor({str(trained / "onnx")!r}).tag([["Alice", "flew", "to", "Paris"]])
 assert not [m for m in sys.modules if m.split(".")[0] == "torch"]
 print(json.dumps(tags))
@@ -265,10 +267,10 @@ def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: s
 
 
 def test_the_numpy_crf_decodes_as_the_crf_does() -> None:
-    from ner_app.serve.onnx_crf import marginals, viterbi
-    from ner_app.tagger.calibration import tempered
-    from ner_app.tagger.constraints import allowed_transitions
-    from ner_app.tagger.crf import CRF
+    from ner_app.onnx.crf import marginals, viterbi
+    from ner_app.tagger.crf.calibration import tempered
+    from ner_app.tagger.crf.constraints import allowed_transitions
+    from ner_app.tagger.crf.crf import CRF
 
     tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
     torch.manual_seed(0)

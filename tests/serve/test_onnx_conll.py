@@ -10,11 +10,11 @@ import torch
 
 import train
 from ner_app.bilm import save_bilm
-from ner_app.serve.onnx_predictor import OnnxPredictor
-from ner_app.serve.predictor import Predictor
+from ner_app.onnx.export import export_onnx_from
+from ner_app.onnx.predictor import OnnxPredictor
+from ner_app.predict.predictor import Predictor
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
-from ner_app.tagger.onnx_export import export_onnx_from
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm, shared_path
 

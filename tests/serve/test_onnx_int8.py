@@ -14,8 +14,8 @@ import pytest
 
 from benchmarks.onnx_int8 import agreement, source_tags
 from ner_app.cli.commands import main
-from ner_app.serve.onnx_manifest import with_checksum
-from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+from ner_app.onnx.manifest import with_checksum
+from ner_app.onnx.predictor import OnnxModelError, OnnxPredictor
 from ner_app.text.conll import read_conll
 from tests.helpers import one_error_line
 from tests.serve.test_onnx import TINY, trained  # noqa: F401  # the module's tiny trained tagger

@@ -11,7 +11,7 @@ import torch
 
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.cli.commands import main
-from ner_app.serve.predictor import PREDICT_MAX_TOKENS, Predictor
+from ner_app.predict.predictor import PREDICT_MAX_TOKENS, Predictor
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec

@@ -13,7 +13,7 @@ import pytest
 
 import ner_app
 from ner_app.cli.commands import main
-from ner_app.serve.api import SHIPPED_BILM, SHIPPED_MODEL
+from ner_app.predict.api import SHIPPED_BILM, SHIPPED_MODEL
 from tests.helpers import shared_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``serve/speed.py``: words/s over batches, warm-up left out, and a 95% bootstrap interval that holds the mean."""
+"""``predict/speed.py``: words/s over batches, warm-up left out, and a 95% bootstrap interval that holds the mean."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ner_app.errors import NerAppError
-from ner_app.serve.speed import batch_stream, bootstrap_speed, measure_speed, timed_batches, token_sentences
+from ner_app.predict.speed import batch_stream, bootstrap_speed, measure_speed, timed_batches, token_sentences
 
 
 def test_constant_batches_have_a_zero_width_interval():

@@ -52,8 +52,8 @@ def test_plain_predict_loop_on_cuda_equals_lightnings(context: str | None) -> No
     from torch.utils.data import DataLoader
 
     from ner_app.config.schema import RuntimeConfig
+    from ner_app.predict.predictor import PREDICT_MAX_TOKENS, Predictor
     from ner_app.runtime.trainer import build_trainer
-    from ner_app.serve.predictor import PREDICT_MAX_TOKENS, Predictor
     from ner_app.tagger.batch import encode_batch
     from ner_app.train.module import TaggerModule
     from ner_app.train.sampler import LengthBucketSampler

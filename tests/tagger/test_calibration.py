@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from ner_app.tagger.calibration import (
+from ner_app.tagger.crf.calibration import (
     calibration_set,
     entity_scores,
     fit_temperature,
@@ -17,9 +17,9 @@ from ner_app.tagger.calibration import (
     minimise_log_t,
     scores_at,
 )
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF
-from ner_app.tagger.readings import read_sentences
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF
+from ner_app.tagger.crf.readings import read_sentences
 from ner_app.tagger.spec import SpecError, TaggerSpec
 from ner_app.text.readings import ReadingOptions
 from ner_app.text.tags import entities

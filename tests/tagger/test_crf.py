@@ -9,8 +9,8 @@ import pytest
 import torch
 import torchcrf
 
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF, EMPTY_SENTENCE, FORBIDDEN, MASK_NOT_LEFT_ALIGNED
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF, EMPTY_SENTENCE, FORBIDDEN, MASK_NOT_LEFT_ALIGNED
 
 LENGTHS = [4, 1, 3, 2]  # rows of different lengths, T = 4
 

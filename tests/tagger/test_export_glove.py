@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 import train
+from ner_app.predict.predictor import Predictor
 from ner_app.runtime.checkpoint import load_checkpoint
-from ner_app.serve.predictor import Predictor
 from ner_app.tagger.export import FROZEN_KEY, load_export
 from ner_app.tagger.glove import _load_package
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.serve.api import SHIPPED_MODEL
-from ner_app.serve.predictor import Predictor
+from ner_app.predict.api import SHIPPED_MODEL
+from ner_app.predict.predictor import Predictor
 from ner_app.tagger import export as export_module
 from ner_app.tagger.export import FROZEN_KEY, frozen_words, load_export, read_spec
 from ner_app.tagger.frozen_cache import cache_folder, cache_path, read_rows, write_rows

@@ -12,7 +12,7 @@ from ner_app.bilm.char_cnn import TokenEncoder
 from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
-from ner_app.tagger.constraints import allowed_transitions
+from ner_app.tagger.crf.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.text.vocab import Vocab
 from tests.helpers import random_bilm

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from ner_app.serve import onnx_crf
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF
-from ner_app.tagger.readings import allowed_mask, lattice_probabilities, read_sentences
+from ner_app.onnx import crf as onnx_crf
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF
+from ner_app.tagger.crf.readings import allowed_mask, lattice_probabilities, read_sentences
 from ner_app.text.readings import (
     WINDOW,
     LatticeBook,

@@ -145,7 +145,7 @@ def test_an_export_written_before_integrity_records_is_refused_with_one_clear_me
     from pathlib import Path
 
     from ner_app.errors import NerAppError
-    from ner_app.serve.predictor import Predictor
+    from ner_app.predict.predictor import Predictor
 
     root = Path(__file__).resolve().parents[1] / "data" / "export_v1"
     with pytest.raises(

@@ -8,7 +8,7 @@ from ner_app.bilm import Elmo
 from ner_app.tagger import char_features
 from ner_app.tagger.batch import encode_batch, full_steps, row_lengths
 from ner_app.tagger.char_features import WordCharCNN
-from ner_app.tagger.constraints import allowed_transitions
+from ner_app.tagger.crf.constraints import allowed_transitions
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.text.vocab import Vocab
 from tests.helpers import random_bilm

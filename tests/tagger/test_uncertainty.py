@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from ner_app.tagger.constraints import allowed_transitions
-from ner_app.tagger.crf import CRF
-from ner_app.tagger.uncertainty import SentenceUncertainty, combine, sentence_uncertainty, two_best
+from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.crf.crf import CRF
+from ner_app.tagger.crf.uncertainty import SentenceUncertainty, combine, sentence_uncertainty, two_best
 
 BIOES = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "S-LOC"]
 

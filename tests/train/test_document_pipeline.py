@@ -17,7 +17,7 @@ import train
 from ner_app.bilm import load_bilm, save_bilm
 from ner_app.bilm.document import context_layers, document_contexts, stream_layers
 from ner_app.cli.commands import main
-from ner_app.serve.predictor import Predictor, predict_conll
+from ner_app.predict.predictor import Predictor, predict_conll
 from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
 from ner_app.text.conll import read_conll
 from ner_app.text.tags import entities

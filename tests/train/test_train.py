@@ -137,7 +137,7 @@ def test_elmo_at_output_trains_to_f1_one_from_one_cache_fill_and_exports(tmp_pat
 
     from ner_app.tagger.batch import encode_batch
     from ner_app.tagger.export import load_export
-    from ner_app.train.export import export_checkpoint
+    from ner_app.train.from_checkpoint import export_checkpoint
 
     with caplog.at_level(logging.INFO, logger="ner_app"):
         assert run(tmp_path, "tiny.yaml", "elmo.at_output=true", bilm=tiny_bilm_files) == 0

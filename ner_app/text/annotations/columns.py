@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ner_app.paths import is_special
+from ner_app.files import is_special
 from ner_app.text.annotations.model import AnnotationFormatError, TokenDocument, TokenSpan
 from ner_app.text.annotations.read import read_text
 from ner_app.text.conll import DOCSTART, parse_conll

@@ -7,8 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ner_app.files import write_text
-from ner_app.paths import is_special
+from ner_app.files import is_special, write_text
 from ner_app.text.annotations.align import align
 from ner_app.text.annotations.brat import read_brat
 from ner_app.text.annotations.columns import looks_like_conll, read_conll_file, read_conllu

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ner_app import limits
-from ner_app.paths import is_special
+from ner_app.files import is_special
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan
 
 EXPORT_HINT = "re-export it from the tool, or split it into several files"

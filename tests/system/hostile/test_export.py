@@ -132,7 +132,7 @@ def test_deeply_nested_json_is_one_line(tmp_path, trained, capsys, depth):
 @pytest.fixture(scope="module")
 def onnx_folder(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("onnxruntime")
-    from ner_app.tagger.onnx_export import export_onnx_from
+    from ner_app.onnx.export import export_onnx_from
 
     return export_onnx_from(trained / "export", tmp_path_factory.mktemp("onnx") / "onnx")
 
@@ -202,7 +202,7 @@ def test_a_tampered_onnx_manifest_is_refused_at_load(onnx_folder: Path, tmp_path
     """Every field of onnx.json is under its checksum; a forger who recomputes it still meets the value checks
     (tags in training's order, a known scheme, the char CNN's width, the traced char layout, finite CRF
     scores, graphs that run): one ``OnnxModelError`` line at load, never a wrong tag or a crash later."""
-    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+    from ner_app.onnx.predictor import OnnxModelError, OnnxPredictor
 
     edit, message = ONNX_TAMPERING[case]
     if case != "NaN CRF":  # a changed crf.npz is already caught by its file checksum
@@ -235,7 +235,7 @@ def test_a_malformed_onnx_manifest_is_one_line_naming_the_key(
 ) -> None:
     """onnx.json is read as a typed record (``OnnxManifest``): a key of the wrong type, or missing, is one line
     naming the file and the key, whether or not its checksums were recomputed."""
-    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+    from ner_app.onnx.predictor import OnnxModelError, OnnxPredictor
 
     edit, message = ONNX_MALFORMED[case]
     with pytest.raises(OnnxModelError) as refused:
@@ -246,7 +246,7 @@ def test_a_malformed_onnx_manifest_is_one_line_naming_the_key(
 
 
 def test_an_onnx_manifest_without_its_checksum_is_refused(onnx_folder: Path, tmp_path: Path) -> None:
-    from ner_app.serve.onnx_predictor import OnnxModelError, OnnxPredictor
+    from ner_app.onnx.predictor import OnnxModelError, OnnxPredictor
 
     copy = _tampered(onnx_folder, tmp_path, lambda m, f: m.pop("manifest_sha256"), resum=False)
     with pytest.raises(OnnxModelError, match="no manifest_sha256 .written by an older version, or edited."):

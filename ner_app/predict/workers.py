@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ner_app.errors import NerAppError, raise_if_stopped
-from ner_app.serve.fork_server import load_predictor, model_request, start_fork_server, stop_fork_server
+from ner_app.predict.fork_server import load_predictor, model_request, start_fork_server, stop_fork_server
 from ner_app.text.batching import budget_batches
 from ner_app.text.pieces import Tagged, join_pieces, split_pieces
+from ner_app.text.predictions import TaggedLine
 from ner_app.text.readings import ReadingOptions
-from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
 
 TAG_CHUNK = 512  # Predictor.tag_lines's default chunk (a test keeps the two equal)
@@ -77,7 +77,7 @@ def _load(request: str, threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    from ner_app.serve import worker_preload
+    from ner_app.predict import worker_preload
 
     if worker_preload.loaded is not None and worker_preload.loaded[0] == request:
         _predictor, _shared = worker_preload.loaded[1], True

@@ -17,8 +17,8 @@ from typing import Any
 
 from seqeval.metrics.sequence_labeling import get_entities
 
-from ner_app.serve.evaluate import read_gold
-from ner_app.serve.predictor import Predictor
+from ner_app.predict.evaluate import read_gold
+from ner_app.predict.predictor import Predictor
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)  # the rows of the printed table
 SCORE_DECIMALS = 4  # as predict prints an entity's score (``text/pieces.py``)

@@ -2,7 +2,7 @@
 
 A pool is raw text (each non-blank line is one candidate, tokenised and cut into sentences as ``predict`` does)
 or a CoNLL file (each sentence is one candidate, its tokens the first column). The model scores every candidate
-once (``tagger/uncertainty.py``; a line of several sentences, or a sentence tagged in pieces, is their product)
+once (``tagger/crf/uncertainty.py``; a line of several sentences, or a sentence tagged in pieces, is their product)
 and the ``k`` with the highest uncertainty are chosen, or as many as a budget of tokens holds. Ties, and every
 candidate under ``random``, are ordered by a permutation drawn from the seed, then by input order: the same pool,
 model and seed always give the same selection.
@@ -21,8 +21,8 @@ from typing import Literal
 import torch
 
 from ner_app.errors import NerAppError
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.uncertainty import STRATEGIES, SentenceUncertainty, combine, sentence_uncertainty
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.uncertainty import STRATEGIES, SentenceUncertainty, combine, sentence_uncertainty
 from ner_app.text.conll import DOCSTART, MAX_CONLL_BYTES, conll_blocks
 from ner_app.text.lines import read_lines
 from ner_app.text.pieces import MAX_TOKENS, split_pieces

@@ -15,10 +15,10 @@ import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.document import MAX_POSITIONS, ContextMode
+from ner_app.bilm.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, LayerBatch, write_lines
+from ner_app.bilm.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
-from ner_app.serve.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, LayerBatch, write_lines
-from ner_app.serve.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 
 
 def parse_outputs(text: str, n_lstm_layers: int) -> list[str]:

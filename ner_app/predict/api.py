@@ -1,8 +1,8 @@
 """The Python API: ``ner_app.load_tagger`` and ``ner_app.load_bilm`` (docs/python_api.md).
 
 Both default to what ships with the repository: the CoNLL-2003 tagger in ``data/models/conll2003`` and the
-biLM in ``data/bilm``. The tagger runs the same code as ``predict`` (``serve/predictor.py``), so its entities
-are the command's, and the embedder the same batches as ``embed`` (``serve/embed.py``).
+biLM in ``data/bilm``. The tagger runs the same code as ``predict`` (``predict/predictor.py``), so its entities
+are the command's, and the embedder the same batches as ``embed`` (``bilm/embed.py``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import numpy as np
 import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
+from ner_app.bilm.embed import EMBED_BATCH_SIZE, Precision, embed_sentences, inference_autocast
 from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
-from ner_app.serve.embed import EMBED_BATCH_SIZE, Precision, embed_sentences, inference_autocast
-from ner_app.serve.predictor import Predictor
-from ner_app.serve.shipped import SHIPPED_BILM, SHIPPED_MODEL, shipped
+from ner_app.predict.predictor import Predictor
+from ner_app.predict.shipped import SHIPPED_BILM, SHIPPED_MODEL, shipped
 from ner_app.text.batching import PREDICT_BATCH_SIZE
+from ner_app.text.predictions import Entity, Flagged, TaggedLine
 from ner_app.text.readings import ReadingOptions
-from ner_app.text.records import Entity, Flagged, TaggedLine
 from ner_app.text.reliability import note_uncalibrated
 from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ner_app.tagger.crf import CRF
+from ner_app.tagger.crf.crf import CRF
 
 STRATEGIES = ("least-confidence", "margin", "entropy", "mnlp", "random")
 

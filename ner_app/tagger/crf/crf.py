@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ner_app.tagger.marginals import scaled_marginals
-from ner_app.tagger.viterbi import viterbi
+from ner_app.tagger.crf.marginals import scaled_marginals
+from ner_app.tagger.crf.viterbi import viterbi
 
 # Score of a forbidden transition: finite (unlike -inf) so that log-sum-exp and its gradients never see
 # inf - inf, yet low enough that exp() of it is exactly 0 in fp32 and Viterbi never picks it.

@@ -1,7 +1,7 @@
 """``ner-app calibrate``: an export's entity scores calibrated on a gold CoNLL file (docs/calibration.md).
 
 The tagger's emissions on the file are computed once (``Predictor.emission_batches``, batched as predict
-batches), the temperature is fitted by ``tagger/calibration.py``, and a copy of the export with the calibration
+batches), the temperature is fitted by ``tagger/crf/calibration.py``, and a copy of the export with the calibration
 record in its ``tagger.json`` is written to the output folder (all or nothing; the source export is only read).
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 from ner_app.errors import MissingFileError, NerAppError
-from ner_app.serve.predictor import Predictor
-from ner_app.tagger.calibration import (
+from ner_app.predict.predictor import Predictor
+from ner_app.tagger.crf.calibration import (
     CalibrationSet,
     Fit,
     calibration_record,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ner_app.tagger.crf import CRF
-from ner_app.tagger.readings import Sweep, window_probabilities
+from ner_app.tagger.crf.crf import CRF
+from ner_app.tagger.crf.readings import Sweep, window_probabilities
 from ner_app.tagger.spec import Calibration
 from ner_app.text.readings import LatticeBook
 from ner_app.text.reliability import correct_entities, expected_calibration_error, log_loss
@@ -44,7 +44,7 @@ def entity_scores(
 ) -> list[list[float]]:
     """The score of each predicted entity (``spans[b]``: row b's entities, from its Viterbi path) under the
     CRF's current temperature: the probability of the entity's reading, what prediction reports
-    (``tagger/readings.py``), unrounded. Emissions (B, T, K), mask (B, T); ``scheme`` the training scheme."""
+    (``tagger/crf/readings.py``), unrounded. Emissions (B, T, K), mask (B, T); ``scheme`` the training scheme."""
     lengths = mask.sum(dim=1).tolist()
     book = LatticeBook(scheme, tag_ids)
     numbers = [

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from ner_app.errors import NerAppError
-from ner_app.reading import canonical_sha256
-from ner_app.records import Reader, checked, read_record
+from ner_app.records import Reader, canonical_sha256, checked, read_record
 from ner_app.text.tags import SCHEMES, is_tag, normalize_scheme, scheme_tags, split_tag
 from ner_app.text.vocab import Vocab
 

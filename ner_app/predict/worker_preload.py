@@ -1,4 +1,4 @@
-"""Imported by ``predict --workers``'s fork server before it forks any worker (``serve/fork_server.py``): torch,
+"""Imported by ``predict --workers``'s fork server before it forks any worker (``predict/fork_server.py``): torch,
 the predictor, and the export that ``MODEL_ENV`` names, loaded once with one torch thread.
 
 Every worker is a fork of that server, so it starts with the model already loaded and shares its weights
@@ -20,7 +20,7 @@ from typing import Any
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from ner_app.serve.fork_server import MODEL_ENV, load_predictor  # noqa: E402 (after SIGINT is ignored)
+from ner_app.predict.fork_server import MODEL_ENV, load_predictor  # noqa: E402 (after SIGINT is ignored)
 
 # (the request it was loaded for, the predictor): a worker uses it only when its own request is the same
 loaded: tuple[str, Any] | None = None
@@ -39,4 +39,4 @@ def _load(request: str) -> tuple[str, Any] | None:
 if os.environ.get(MODEL_ENV):
     loaded = _load(os.environ[MODEL_ENV])
 else:  # the torch and predictor imports, paid once for all workers
-    import ner_app.serve.predictor  # noqa: F401
+    import ner_app.predict.predictor  # noqa: F401

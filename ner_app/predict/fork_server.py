@@ -1,4 +1,4 @@
-"""The fork server of ``predict --workers`` (``serve/workers.py``): started with the export to load, so that
+"""The fork server of ``predict --workers`` (``predict/workers.py``): started with the export to load, so that
 it loads it once (``worker_preload.py``) and every worker forked from it shares the loaded weights; ended with
 the pool. Nothing here imports torch: the main process only starts and stops the server."""
 
@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["ner_app.serve.worker_preload"]  # what the fork server imports (and loads) once for all workers
+PRELOAD = ["ner_app.predict.worker_preload"]  # what the fork server imports (and loads) once for all workers
 MODEL_ENV = "NER_APP_WORKER_MODEL"  # the export the fork server loads (a model_request)
 
 
@@ -25,7 +25,7 @@ def model_request(model: str, device: str, batch_size: int | None, max_tokens: i
 
 def load_predictor(request: str) -> Any:
     """The ``Predictor`` of a ``model_request`` (torch is imported here, in the fork server or a worker)."""
-    from ner_app.serve.predictor import Predictor
+    from ner_app.predict.predictor import Predictor
 
     model, device, batch_size, max_tokens = json.loads(request)
     sized = {} if batch_size is None else {"batch_size": batch_size}

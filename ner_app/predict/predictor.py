@@ -15,15 +15,15 @@ import torch
 from ner_app.bilm.document import Context, document_contexts
 from ner_app.errors import raise_if_stopped
 from ner_app.tagger.batch import Batch, batch_to, encode_batch
+from ner_app.tagger.crf.readings import read_sentences
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.readings import read_sentences
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.conll import DOCSTART, conll_blocks
 from ner_app.text.pieces import MAX_TOKENS, join_pieces, join_readings, predict_lines, split_pieces, tag_lines
+from ner_app.text.predictions import ConllItem, TaggedLine, TaggedSentence
 from ner_app.text.readings import ReadingOptions, SentenceReading
-from ner_app.text.records import ConllItem, TaggedLine, TaggedSentence
 from ner_app.text.tags import convert
 from ner_app.text.tokenizer import sentences as split_sentences
 

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ner_app.limits import SERVE_MAX_BODY_BYTES
-from ner_app.serve.request_body import TOO_LARGE, BadRequest, check_length, parse_texts
+from ner_app.server.request_body import TOO_LARGE, BadRequest, check_length, parse_texts
 
 TIMED_OUT, UNAVAILABLE = 408, 503
 WORKER_GONE = "the model worker stopped; this request was not tagged and the server is stopping"

@@ -32,9 +32,9 @@ import litserve as ls  # type: ignore[import-untyped]
 from starlette.exceptions import HTTPException
 
 from ner_app.errors import NerAppError
-from ner_app.serve.http_guard import PredictGuard, header_deadline, http_error
-from ner_app.serve.litserve_compat import CollectingLoop, CompatServer, WorkerSetupStatus
-from ner_app.serve.request_body import request_options
+from ner_app.server.http_guard import PredictGuard, header_deadline, http_error
+from ner_app.server.litserve_compat import CollectingLoop, CompatServer, WorkerSetupStatus
+from ner_app.server.request_body import request_options
 
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = ("0.0.0.0", "::")  # what LitServe binds besides loopback
@@ -109,8 +109,8 @@ class TaggerAPI(ls.LitAPI):
     def setup(self, device: str) -> None:
         import torch
 
-        from ner_app.serve.api import SHIPPED_MODEL, shipped  # torch and Lightning only in the worker
-        from ner_app.serve.predictor import Predictor
+        from ner_app.predict.api import SHIPPED_MODEL, shipped  # torch and Lightning only in the worker
+        from ner_app.predict.predictor import Predictor
         from ner_app.text.reliability import note_uncalibrated
 
         ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)

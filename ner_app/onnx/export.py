@@ -3,7 +3,7 @@
 The folder holds ``tagger.onnx`` (word ids, char ids and the biLM's layers -> CRF emissions), ``bilm.onnx``
 (with ELMo: char ids -> the biLM's L+1 layers), ``crf.npz`` (the CRF's start, transition and end scores, the
 scheme's forbidden entries already set to ``FORBIDDEN``) and ``onnx.json`` (the format, the tagger spec, the
-ELMo char-id layout and every file's sha256). ``ner_app.serve.onnx_predictor`` runs it with onnxruntime and
+ELMo char-id layout and every file's sha256). ``ner_app.onnx.predictor`` runs it with onnxruntime and
 numpy alone: the constrained Viterbi runs in numpy. Before the folder appears, onnxruntime runs the graphs on
 sentences of other shapes than the traced ones, and they must give the tagger's own emissions.
 """
@@ -38,18 +38,18 @@ from ner_app.bilm.char_mapper import (
 )
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
-from ner_app.reading import canonical_sha256, sha256_file
+from ner_app.onnx.graphs import BilmGraph, TaggerGraph, untrimmed
+from ner_app.onnx.quantize import INT8_TOLERANCE, check_quantize, quantize_graph
+from ner_app.records import canonical_sha256, sha256_file
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.onnx_graphs import BilmGraph, TaggerGraph, untrimmed
-from ner_app.tagger.onnx_quantize import INT8_TOLERANCE, check_quantize, quantize_graph
 from ner_app.tagger.spec import TaggerSpec
 
 ONNX_FORMAT = "ner_app.onnx/1"
 OPSET = 17
 MANIFEST = "onnx.json"
-MANIFEST_SUM = "manifest_sha256"  # the sha256 of the manifest's other keys (serve/onnx_manifest.py checks it)
+MANIFEST_SUM = "manifest_sha256"  # the sha256 of the manifest's other keys (onnx/manifest.py checks it)
 ONNX_FILES = {MANIFEST, "tagger.onnx", "bilm.onnx", "crf.npz"}
 TOLERANCE = 1e-4  # largest emission difference allowed, relative to the largest emission (at least 1)
 MAX_GRAPH_BYTES = 1800 << 20  # one .onnx file is one protobuf message, which cannot exceed 2 GiB

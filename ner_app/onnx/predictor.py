@@ -5,7 +5,7 @@ scheme and the probability of each), ``to_source`` and ``predict_texts`` (predic
 are batched as predict batches them (``budget_batches``: by length, at most ``batch_size`` pieces and
 ``max_tokens`` padded tokens a batch; longer sentences in pieces of ``ner_app.text.pieces.MAX_TOKENS``); the
 biLM graph's layers feed the tagger graph and the CRF decodes in numpy (``onnx_crf``). ``tag_lines`` gives the
-records of ``text/records.py``.
+records of ``text/predictions.py``.
 This module imports numpy, onnxruntime and only the torch-free parts of ner_app (text, files, errors, records).
 """
 
@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ner_app.reading import read_json, sha256_file
-from ner_app.serve.onnx_crf import Sweep, marginals, viterbi, window_probabilities
-from ner_app.serve.onnx_manifest import (
+from ner_app.onnx.crf import Sweep, marginals, viterbi, window_probabilities
+from ner_app.onnx.manifest import (
     OnnxManifest,
     OnnxModelError,
     check_checksum,
@@ -29,13 +28,14 @@ from ner_app.serve.onnx_manifest import (
     check_spec,
     check_temperature,
 )
+from ner_app.records import read_json, sha256_file
 from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, budget_batches, check_budget
 from ner_app.text.pieces import join_pieces, join_readings, predict_lines, split_pieces, tag_lines
+from ner_app.text.predictions import TaggedLine
 from ner_app.text.readings import Lattices, ReadingOptions, SentenceReading, read_batch
-from ner_app.text.records import TaggedLine
 from ner_app.text.tags import convert
 
-ONNX_FORMAT = "ner_app.onnx/1"  # what tagger/onnx_export.py writes (a test keeps the two equal)
+ONNX_FORMAT = "ner_app.onnx/1"  # what onnx/export.py writes (a test keeps the two equal)
 MAX_MANIFEST_BYTES = 1 << 29  # onnx.json holds the vocabularies, like tagger.json
 
 

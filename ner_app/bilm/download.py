@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ner_app.bilm.elmo_models import MODELS, ElmoModel, PublishedFile, check_options, check_weights
 from ner_app.errors import NerAppError
-from ner_app.reading import sha256_file
-from ner_app.serve.elmo_models import MODELS, ElmoModel, PublishedFile, check_options, check_weights
+from ner_app.records import sha256_file
 
 if TYPE_CHECKING:  # imported where a download runs: every command's parser reads MODELS (60 ms less)
     from urllib.error import URLError

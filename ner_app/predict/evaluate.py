@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import NerAppError
-from ner_app.serve.predictor import Predictor
+from ner_app.predict.predictor import Predictor
 from ner_app.text.case import CaseView, case_view
 from ner_app.text.conll import Sentence, read_conll, require_annotated
-from ner_app.text.records import ConllItem, TaggedSentence
+from ner_app.text.predictions import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
 

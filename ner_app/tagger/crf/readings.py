@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ner_app.tagger.crf import CRF, FORBIDDEN
+from ner_app.tagger.crf.crf import CRF, FORBIDDEN
 from ner_app.text.readings import LatticeProbabilities, Lattices, ReadingOptions, SentenceReading, read_batch
 
 

@@ -1,5 +1,5 @@
 """The CRF's decoding in numpy, for the ONNX predictor: ``CRF.decode`` (Viterbi), ``CRF.marginals``
-(forward-backward) and the readings' lattices (``ner_app.tagger.readings``) step for step, on
+(forward-backward) and the readings' lattices (``ner_app.tagger.crf.readings``) step for step, on
 the constrained scores an ONNX export stores in ``crf.npz``.
 
 Batch-first like the CRF: emissions (B, T, K) float32 and lengths (B,), every length at least 1. No torch.

@@ -1,6 +1,6 @@
 """The CRF's marginals by a forward-backward in probability space, each step rescaled: ``CRF.marginals``.
 
-The recursion of the ONNX predictor's numpy marginals (``serve/onnx_crf.py``, which cannot import torch), less
+The recursion of the ONNX predictor's numpy marginals (``onnx/crf.py``, which cannot import torch), less
 the padding selects that change nothing (the same values).
 """
 
