@@ -37,7 +37,10 @@ def worker(model: str, sentences_file: str, threads: int) -> None:
     """Runs with the checkout under test on ``PYTHONPATH``: prints one JSON line of timings and digests."""
     import torch
 
-    from ner_app.predict.predictor import Predictor
+    try:
+        from ner_app.predict.predictor import Predictor
+    except ImportError:  # a checkout from before prediction had its own room
+        from ner_app.serve.predictor import Predictor  # type: ignore[no-redef]
 
     torch.set_num_threads(threads)
     sentences = json.loads(Path(sentences_file).read_text(encoding="utf-8"))

@@ -165,3 +165,14 @@ def test_unfrozen_bilm_trains_with_dropout():
     out = bilm(batch_to_ids(SENTENCES))
     out.layers[-1].sum().backward()
     assert all(p.grad is not None for name, p in bilm.named_parameters() if "lstm" in name)
+
+
+def test_the_package_names_resolve_on_first_use() -> None:
+    """``from ner_app.bilm import X`` works for every exported name, each from the module ``_HOMES`` names."""
+    import ner_app.bilm as package
+
+    assert sorted(package.__all__) == sorted(package._HOME_OF)
+    for name in package.__all__:
+        assert getattr(package, name).__module__.startswith("ner_app.bilm.")
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        package.__getattr__("nothing")
