@@ -23,6 +23,7 @@ from ner_app.text.annotations.resolve import Policy
 from ner_app.text.annotations.splits import read_split, split_file, split_suffix
 from ner_app.text.outputs import OutputFormat, Target
 from ner_app.text.records import Entity, TaggedLine, TaggedSentence
+from ner_app.text.tags import entities
 
 Found = list[tuple[str, list[tuple[int, int, str]]]]  # (line, [(start, end, type)]) per line of text
 
@@ -57,7 +58,7 @@ CONLLU = "".join(
     f"{i}\t{word}\t_\t_\t_\t_\t0\t_\t_\tNE={tag}\n"
     for i, (word, tag) in enumerate(zip(SENTENCES[1].rows, SENTENCES[1].tags, strict=True), start=1)
 )
-HANDWRITTEN = {"conllu": ("pre.conllu", CONLLU)}
+HANDWRITTEN = {"conllu": ("pre.conllu", CONLLU, SENTENCES[1:])}  # name, content, what it holds
 DEFAULTS = Options(Policy({}, None))
 LINES_FOUND: Found = [(r.text, [(e.start, e.end, e.type) for e in r.entities]) for r in LINES]
 
@@ -65,7 +66,7 @@ LINES_FOUND: Found = [(r.text, [(e.start, e.end, e.type) for e in r.entities]) f
 def written(fmt: Format, folder: Path) -> Path:
     """The predictions written in ``fmt`` by its own writer (its handwritten sample when it has none)."""
     if fmt.writer is None:
-        name, content = HANDWRITTEN[fmt.name]
+        name, content, _ = HANDWRITTEN[fmt.name]
         (folder / name).write_text(content, encoding="utf-8")
         return folder / name
     items: list[object] = [x for s in SENTENCES for x in (s, "")] if fmt.writer.reads == "conll" else LINES
@@ -93,18 +94,10 @@ def expected(fmt: Format) -> Found:
     if fmt.writer is not None and fmt.writer.reads == "text":
         return LINES_FOUND
     out: Found = []
-    sentences = SENTENCES if fmt.writer is not None else SENTENCES[1:]
-    for sentence in sentences:
-        starts = [sum(len(t) + 1 for t in sentence.rows[:i]) for i in range(len(sentence.rows))]
-        spans, open_ = [], None
-        for i, tag in enumerate([*sentence.tags, "O"]):
-            if open_ is not None and not tag.startswith("I-"):
-                s, kind = open_
-                spans.append((starts[s], starts[i - 1] + len(sentence.rows[i - 1]), kind))
-                open_ = None
-            if tag.startswith("B-"):
-                open_ = (i, tag[2:])
-        out.append((" ".join(sentence.rows), spans))
+    for sentence in SENTENCES if fmt.writer is not None else HANDWRITTEN[fmt.name][2]:
+        starts = [sum(len(t) + 1 for t in sentence.rows[:i]) for i in range(len(sentence.rows) + 1)]
+        found = entities(list(sentence.tags), "IOB2")
+        out.append((" ".join(sentence.rows), [(starts[s], starts[e] - 1, kind) for kind, s, e in found]))
     return out
 
 
@@ -130,10 +123,13 @@ def test_precedence_is_explicit():
 
 
 @pytest.mark.parametrize("name", list(registry.FORMATS))
-def test_each_format_detects_and_reads_back_what_its_writer_wrote(tmp_path, name):
+def test_each_format_detects_and_reads_back_what_its_writer_wrote(tmp_path, monkeypatch, name):
     fmt = registry.FORMATS[name]
     path = written(fmt, tmp_path)
     assert detect_format(path) == name
+    with monkeypatch.context() as m:  # precedence decides, not the order of the rows
+        m.setattr(registry, "FORMATS", dict(reversed(registry.FORMATS.items())))
+        assert detect_format(path) == name
     assert by_line(path, name) == expected(fmt)
     # what split_file looks for: the same file as a split, found without and with the format named
     split = tmp_path / "split"
