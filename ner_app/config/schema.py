@@ -82,7 +82,8 @@ class DataConfig:
     dir: str | None = field(default=f"{_SHARED}/data/conll2003", metadata=PATH)
     hub_name: str | None = None  # a hub dataset (e.g. lhoestq/conll2003), used instead of dir when set
     scheme: Literal["BIO", "BIOES"] = "BIOES"  # tag scheme the CRF is trained in
-    # the files' format (docs/data.md#your-own-annotations); null: detected from the files of data.dir
+    # the files' format (docs/data.md#your-own-annotations); null: detected from the files of data.dir. The
+    # names of text/annotations/registry.py FORMATS, in its order (tests/text/test_format_registry.py)
     format: Literal["conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl"] | None = None
     tag_column: int = -1  # CoNLL files: the 0-based column of the NER tag (negative: from the end)
     # span formats (convert's options of the same names, docs/data.md): a span with an edge inside a token

@@ -1,43 +1,8 @@
-"""What an output format is (``OutputFormat``) and what its writer knows besides the records (``Target``);
-the formats themselves are in ``report/formats.py`` and ``report/tool_formats.py``."""
+"""What an output format is and what its writer knows: defined in ``text/outputs.py`` (beside the annotation
+formats whose writers use them), importable from here as before."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from ner_app.text.outputs import FilesWriter, OutputFormat, Target, Writer, json_line
 
-
-@dataclass(frozen=True)
-class Target:
-    """What a writer knows besides the records: the model's entity types (sorted) and the input's name."""
-
-    entity_types: tuple[str, ...] = ()
-    source: str = "<stdin>"
-    model_version: str = "ner_app"  # the model's name, for tools that keep it with predictions (Label Studio)
-
-
-Writer = Callable[[Iterable[Any], Target], Iterator[str]]
-FilesWriter = Callable[[Iterable[Any], Target], Iterator[tuple[str, str]]]
-
-
-@dataclass(frozen=True)
-class OutputFormat:
-    """A named output: what predict reads for it (raw ``text`` lines or ``conll`` token lines), its writer and
-    one line of help. A folder format has ``files`` (``(name, content)`` pairs) and a ``write`` that refuses."""
-
-    name: str
-    reads: Literal["text", "conll"]
-    write: Writer
-    help: str
-    files: FilesWriter | None = None
-    is_ours: Callable[[Path], bool] | None = None  # a folder format: whether a folder is an earlier output
-
-
-def json_line(value: Any) -> str:
-    """``value`` as one line of JSON: non-ASCII kept, the line separators JSON leaves raw (and line readers
-    split on) escaped, so one line stays one object."""
-    line = json.dumps(value, ensure_ascii=False)
-    return line.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+__all__ = ["FilesWriter", "OutputFormat", "Target", "Writer", "json_line"]

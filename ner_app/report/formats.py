@@ -5,9 +5,10 @@ A writer turns prediction records (``text/predictions.py``) into pieces of text,
 streams: ``TaggedLine`` records for formats that read raw text lines, ``TaggedSentence`` records and the lines
 between them for formats that read CoNLL token lines (``reads``). The JSON the server answers and the entities
 the Python API returns are the same records (``TaggedLine.to_json``, ``Entity``). A format that is a folder of
-files (brat) has a ``files`` writer instead, which yields ``(name, content)`` pairs. The formats of annotation
-tools (doccano, Label Studio, Prodigy, brat) are pre-annotations their tool imports, and ``convert`` reads back
-(``report/tool_formats.py``).
+files (brat) has a ``files`` writer instead, which yields ``(name, content)`` pairs. The formats that
+``convert`` reads back (this program's JSONL, CoNLL, and the pre-annotations of doccano, Label Studio, Prodigy
+and brat) have their writers beside their readers, in the annotation formats' registry
+(``text/annotations/registry.py``); this module adds the outputs no tool reads (``html``).
 """
 
 from __future__ import annotations
@@ -18,28 +19,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ner_app.files import atomic_folder, refuse_foreign, write_text
-from ner_app.report.format_types import FilesWriter, OutputFormat, Target, Writer, json_line
 from ner_app.report.predictions_html import predictions_html
-from ner_app.report.tool_formats import TOOL_FORMATS
-from ner_app.text.predictions import ConllItem, TaggedLine
+from ner_app.text.annotations import registry
+from ner_app.text.outputs import FilesWriter, OutputFormat, Target, Writer
+from ner_app.text.predictions import TaggedLine
 
-# what a writer is and knows, defined beside the tool formats (which this module registers), used from here
 __all__ = ["FORMATS", "FilesWriter", "OutputFormat", "Target", "Writer", "output_format", "write_output"]
-
-
-def write_jsonl(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
-    """One JSON object per line (``TaggedLine.to_json``); non-ASCII kept, line separators escaped."""
-    for record in records:
-        yield json_line(record.to_json())
-
-
-def write_conll(items: Iterable[ConllItem], target: Target) -> Iterator[str]:
-    """The token lines with the predicted tag as the last column; the lines between sentences as they were."""
-    for item in items:
-        if isinstance(item, str):
-            yield item + "\n"
-        else:
-            yield from (line + "\n" for line in item.conll_lines())
 
 
 def write_html(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
@@ -48,28 +33,21 @@ def write_html(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
     return predictions_html(results, list(target.entity_types), title=f"Entities in {target.source}")
 
 
+HTML = OutputFormat(
+    "html",
+    "text",
+    write_html,
+    "one self-contained page, the text with its entities highlighted by type",
+)
+# The writers of the annotation formats (those whose tool takes predictions), in the registry's order.
+TOOL_FORMATS = {f.name: f.writer for f in registry.FORMATS.values() if f.writer is not None}
+_FIRST = ("jsonl", "conll")  # predict's own outputs lead --format's list, html after them, then the tools'
 FORMATS: dict[str, OutputFormat] = {
     f.name: f
     for f in (
-        OutputFormat(
-            "jsonl",
-            "text",
-            write_jsonl,
-            'JSON lines: per input line {"text", "entities": [{"start", "end", "type", "text", "score"}]}',
-        ),
-        OutputFormat(
-            "conll",
-            "conll",
-            write_conll,
-            "CoNLL token lines in (token first), each with the predicted tag appended",
-        ),
-        OutputFormat(
-            "html",
-            "text",
-            write_html,
-            "one self-contained page, the text with its entities highlighted by type",
-        ),
-        *TOOL_FORMATS,
+        *(TOOL_FORMATS[name] for name in _FIRST),
+        HTML,
+        *(f for name, f in TOOL_FORMATS.items() if name not in _FIRST),
     )
 }
 ALIASES = {"text": "jsonl"}  # earlier names, still accepted: each says its new name once

@@ -1,19 +1,31 @@
-"""brat standoff: ``NAME.txt`` holds the text, ``NAME.ann`` its annotations.
+"""brat standoff: its reader, the folder ``predict --format brat`` writes, and its format record.
+``NAME.txt`` holds the text, ``NAME.ann`` its annotations (https://brat.nlplab.org/standoff.html).
 
 A text-bound annotation is one line ``T1<TAB>ORG 0 5<TAB>Sony``: id, then type and character offsets (end
 exclusive), then the text. A discontinuous one lists its fragments ``0 5;10 15``: the tagger has no such
 entity, so it is named in the audit and dropped. Other lines (relations, events, attributes, notes) are
 skipped.
+
+``predict --format brat`` writes a folder of ``docNNNNNN.txt`` + ``.ann`` and an ``annotation.conf`` naming
+the types. A document is a block of consecutive non-empty input lines (a blank line ends it), as for
+``--context document``; its ``.txt`` holds the lines joined by ``\\n``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ner_app.errors import NerAppError
+from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, read_text
+from ner_app.text.outputs import OutputFormat, Target
+from ner_app.text.predictions import TaggedLine
+
+BRAT_NAME = re.compile(r"doc\d{6,}\.(txt|ann)")  # the files of a brat output; also annotation.conf
 
 
 def brat_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -78,3 +90,75 @@ def _document(ann: Path, text: str, audit: Audit) -> TextDocument:
         if span is not None:
             spans.append(span)
     return TextDocument(str(ann), text, spans)
+
+
+def _blocks(records: Iterable[TaggedLine]) -> Iterator[list[TaggedLine]]:
+    """Blocks of consecutive non-empty lines; blank lines end a block and belong to none."""
+    block: list[TaggedLine] = []
+    for record in records:
+        if record.text.strip():
+            block.append(record)
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def write_brat_files(records: Iterable[TaggedLine], target: Target) -> Iterator[tuple[str, str]]:
+    """``docNNNNNN.txt`` and ``.ann`` per document (its lines joined by ``\\n``), then ``annotation.conf``.
+    A ``#`` note line after each entity holds its score (brat shows it; readers skip it)."""
+    for n, block in enumerate(_blocks(records), start=1):
+        ann: list[str] = []
+        at = 0
+        for record in block:
+            for e in record.entities:
+                k = len(ann) // 2 + 1  # two lines an entity
+                ann.append(f"T{k}\t{e.type} {at + e.start} {at + e.end}\t{e.text}")
+                ann.append(f"#{k}\tAnnotatorNotes T{k}\tscore {e.score}")
+            at += len(record.text) + 1
+        yield f"doc{n:06d}.txt", "\n".join(r.text for r in block) + "\n"
+        yield f"doc{n:06d}.ann", "".join(f"{line}\n" for line in ann)
+    types = "\n".join(target.entity_types)
+    yield "annotation.conf", f"[entities]\n{types}\n\n[relations]\n\n[events]\n\n[attributes]\n"
+
+
+def is_brat_output(folder: Path) -> bool:
+    """Whether every file of ``folder`` is one that ``write_brat_files`` writes."""
+    return all(p.name == "annotation.conf" or BRAT_NAME.fullmatch(p.name) for p in folder.iterdir())
+
+
+def _folder_only(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
+    raise NerAppError("--format brat writes a folder of .txt and .ann files: name it with --output DIR")
+
+
+def _read(path: Path, options: Options, audit: Audit) -> Iterator[TextDocument]:
+    return read_brat(path, audit)
+
+
+def _detect(probe: Probe) -> bool:
+    path = probe.path
+    return (
+        path.is_dir()
+        or path.suffix == ".ann"
+        or (path.suffix == ".txt" and path.with_suffix(".ann").is_file())
+    )
+
+
+FORMAT = Format(
+    "brat",
+    suffixes=("",),  # a folder NAME/ of .ann and .txt files
+    detect=_detect,
+    precedence=10,  # a folder, an .ann file or a .txt beside one is brat, before any other name or content
+    clue="a folder, or NAME.ann",
+    read=_read,
+    spans=True,
+    writer=OutputFormat(
+        "brat",
+        "text",
+        _folder_only,
+        "a brat folder (--output DIR): docNNNNNN.txt + .ann per block of non-empty lines, annotation.conf",
+        files=write_brat_files,
+        is_ours=is_brat_output,
+    ),
+)

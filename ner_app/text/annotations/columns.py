@@ -1,27 +1,26 @@
-"""Token formats: CoNLL (any column count, 2-column TSV or space-separated IOB) and CoNLL-U with NER in MISC.
+"""CoNLL (any column count, 2-column TSV or space-separated IOB): its reader, what ``predict --format conll``
+writes, and its format record.
 
 Tags are read with the one tag grammar (``ner_app.text.tags``): the scheme of each file (IOB1, IOB2, BIOES;
-IO, tags without B-, reads as IOB1) is detected on the whole file and its entities decoded with it.
-
-CoNLL-U (https://universaldependencies.org/format.html): ten tab-separated columns, ``#`` comments, a blank
-line after each sentence, ``# newdoc`` before a document. The NER tag is the ``NE=`` or ``name=`` item of
-MISC (a bare type ``NE=PER`` is read as IO). A multiword token (``1-2  du``) is one token of the output, as
-the tokenizer of raw text would see it; it is inside an entity when its range line's MISC says so, else when
-one of its words is. Empty nodes (``8.1``) are skipped.
+IO, tags without B-, reads as IOB1) is detected on the whole file and its entities decoded with it. The tag is
+the last column, or ``tag_column`` (0-based; negative from the end). ``predict --format conll`` reads token
+lines and appends the predicted tag, so the last column of its output reads back as the predictions.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ner_app.files import is_special
-from ner_app.text.annotations.model import AnnotationFormatError, TokenDocument, TokenSpan
+from ner_app.text.annotations.format import Format, Options, Probe
+from ner_app.text.annotations.model import Audit, TokenDocument, TokenSpan
 from ner_app.text.annotations.read import read_text
 from ner_app.text.conll import DOCSTART, parse_conll
-from ner_app.text.tags import detect_scheme, entities, is_tag
-
-NE_KEYS = ("NE", "name")
+from ner_app.text.outputs import OutputFormat, Target
+from ner_app.text.predictions import ConllItem
+from ner_app.text.tags import detect_scheme, entities
 
 
 def read_conll_file(path: str | os.PathLike[str], tag_column: int = -1) -> list[TokenDocument]:
@@ -39,105 +38,6 @@ def read_conll_file(path: str | os.PathLike[str], tag_column: int = -1) -> list[
     return list(docs.values())
 
 
-def _misc_tag(misc: str, where: str) -> str | None:
-    """The NER tag of a MISC column, or None when it has none."""
-    for item in misc.split("|"):
-        key, sep, value = item.partition("=")
-        if sep and key in NE_KEYS:
-            if value in ("", "_", "O"):
-                return "O"
-            if is_tag(value):
-                return value
-            if value.split() == [value] and "-" not in value[:2]:
-                return f"I-{value}"  # a bare type: IO
-            raise AnnotationFormatError(
-                f"{where}: expected {key}=O, {key}=B-X, I-X, E-X, S-X or a type, found {item!r}"
-            )
-    return None
-
-
-def read_conllu(path: str | os.PathLike[str]) -> list[TokenDocument]:
-    name = os.fspath(path)
-    # per document, per sentence: surface tokens, their tags and lines
-    documents: list[list[tuple[list[str], list[str], list[int]]]] = [[]]
-    tokens: list[str] = []
-    tags: list[str] = []
-    lines: list[int] = []
-    range_end = 0  # the last word of the multiword token being read (0: none)
-
-    def flush() -> None:
-        nonlocal tokens, tags, lines
-        if tokens:
-            documents[-1].append((tokens, tags, lines))
-        tokens, tags, lines = [], [], []
-
-    for number, raw in enumerate(read_text(path).removeprefix("\ufeff").split("\n"), start=1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            flush()
-            continue
-        if line.startswith("#"):
-            if line[1:].strip().startswith("newdoc") and (tokens or documents[-1]):
-                flush()
-                documents.append([])
-            continue
-        where = f"{name}:{number}"
-        columns = line.split("\t")
-        if len(columns) != 10:
-            raise AnnotationFormatError(
-                f"{where}: expected 10 tab-separated CoNLL-U columns (ID FORM ... MISC), found {len(columns)}: {line[:60]!r}"
-            )
-        word_id, form, misc = columns[0], columns[1], columns[9]
-        tag = _misc_tag(misc, where)
-        if "." in word_id:  # an empty node: no surface token
-            continue
-        if "-" in word_id:
-            first, _, last = word_id.partition("-")
-            if not (first.isdigit() and last.isdigit() and int(first) < int(last)):
-                raise AnnotationFormatError(
-                    f"{where}: expected a multiword range ID such as 1-2, found {word_id!r}"
-                )
-            range_end = int(last)
-            tokens.append("_".join(form.split()) or "_")
-            tags.append(tag or "")  # "" : decided by its words
-            lines.append(number)
-            continue
-        if not word_id.isdigit():
-            raise AnnotationFormatError(f"{where}: expected an integer word ID, found {word_id!r}")
-        if range_end and int(word_id) <= range_end:  # a word of the multiword token: only its tag counts
-            if not tags[-1] and tag and tag != "O":
-                tags[-1] = tag
-            if int(word_id) == range_end:
-                tags[-1] = tags[-1] or "O"
-                range_end = 0
-            continue
-        tokens.append(
-            "_".join(form.split()) or "_"
-        )  # a FORM with spaces (allowed in some languages): one token
-        tags.append(tag or "O")
-        lines.append(number)
-    flush()
-    sentences = [s for doc in documents for s in doc]
-    if not sentences:
-        raise AnnotationFormatError(
-            f"{name}: no sentences found (expected CoNLL-U: 10 tab-separated columns a word)"
-        )
-    scheme = detect_scheme(t for _, t, _ in sentences)
-    found: list[TokenDocument] = []
-    for doc in documents:
-        if not doc:
-            continue
-        out = TokenDocument(f"{name}:{doc[0][2][0]}", [], [], [])
-        for words, word_tags, word_lines in doc:
-            base = len(out.tokens)
-            out.tokens.extend(words)
-            out.sentences.append((base, len(out.tokens)))
-            for kind, start, end in entities([t or "O" for t in word_tags], scheme):
-                out.spans.append(TokenSpan(base + start, base + end, kind, f"{name}:{word_lines[start]}"))
-        found.append(out)
-    return found
-
-
 def looks_like_conll(path: Path) -> bool:
     """Whether the first non-blank line of a file is a CoNLL row (>= 2 columns) or ``-DOCSTART-``."""
     if is_special(path):
@@ -148,3 +48,41 @@ def looks_like_conll(path: Path) -> bool:
         if line.strip():
             return line.split()[0] == DOCSTART or len(line.split()) >= 2
     return False
+
+
+def write_conll(items: Iterable[ConllItem], target: Target) -> Iterator[str]:
+    """The token lines with the predicted tag as the last column; the lines between sentences as they were."""
+    for item in items:
+        if isinstance(item, str):
+            yield item + "\n"
+        else:
+            yield from (line + "\n" for line in item.conll_lines())
+
+
+def _read(path: Path, options: Options, audit: Audit) -> list[TokenDocument]:
+    return read_conll_file(path, options.tag_column)
+
+
+def _detect(probe: Probe) -> bool:
+    # a JSON file is never CoNLL, whatever its first line splits into
+    return (
+        probe.path.suffix not in (".json", ".jsonl") and probe.path.is_file() and looks_like_conll(probe.path)
+    )
+
+
+FORMAT = Format(
+    "conll",
+    suffixes=(".txt", ".conll"),
+    detect=_detect,
+    precedence=90,  # any line of two words looks like CoNLL: asked last
+    clue="a first line of two or more columns",
+    read=_read,
+    spans=False,
+    writer=OutputFormat(
+        "conll",
+        "conll",
+        write_conll,
+        "CoNLL token lines in (token first), each with the predicted tag appended",
+    ),
+    options=("tag_column",),
+)

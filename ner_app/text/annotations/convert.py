@@ -1,39 +1,29 @@
-"""One conversion path from any supported format to tagged sentences, and the two outputs (CoNLL, JSONL)."""
+"""One conversion path from any supported format (``registry.py``) to tagged sentences, and the two outputs
+(CoNLL, JSONL)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ner_app.files import is_special, write_text
+from ner_app.files import write_text
+from ner_app.text.annotations import registry
 from ner_app.text.annotations.align import align
-from ner_app.text.annotations.brat import read_brat
-from ner_app.text.annotations.columns import looks_like_conll, read_conll_file, read_conllu
-from ner_app.text.annotations.jsonl import read_doccano, read_jsonl, read_prodigy
-from ner_app.text.annotations.labelstudio import read_labelstudio
+from ner_app.text.annotations.format import Options
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, Document, TextDocument, TokenDocument
-from ner_app.text.annotations.resolve import Policy, keep_spans, tag_sentences
+from ner_app.text.annotations.registry import detect_format as detect_format  # convert's and training's
+from ner_app.text.annotations.registry import read_documents
+from ner_app.text.annotations.resolve import keep_spans, tag_sentences
 from ner_app.text.conll import DOCSTART, write_conll
 from ner_app.text.tags import UNKNOWN, known_entities
 
-FORMATS = ("conll", "conllu", "doccano", "labelstudio", "prodigy", "brat", "jsonl")
-SPAN_FORMATS = ("doccano", "labelstudio", "prodigy", "brat", "jsonl")  # raw text and character spans
+# The registry's names, for the choices of convert --from and check-data --format (derived: add a format in
+# registry.py, never here); the reading options and the dispatch are the registry's too.
+FORMATS = registry.format_names()
+SPAN_FORMATS = registry.span_formats()  # raw text and character spans
 OUTSIDE = ("O", "unknown")  # what text outside every annotated span of a span format is
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything a conversion may be told: reading (``tag_column``, ``annotation``), alignment, the policy."""
-
-    policy: Policy
-    align: str = "expand"
-    scheme: str = "IOB2"
-    tag_column: int = -1
-    annotation: str = "first"
-    # "unknown": tokens of span formats outside every span are tagged UNKNOWN (not annotated), not O
-    outside: str = "O"
 
 
 @dataclass
@@ -45,69 +35,6 @@ class Converted:
     sentences: list[tuple[list[str], list[str]]]
     text: str
     entities: list[tuple[int, int, str]]  # (start, end, type), character offsets in ``text``
-
-
-def read_documents(fmt: str, path: Path, options: Options, audit: Audit) -> Iterator[Document]:
-    """The documents of one input file (a folder, for brat) in format ``fmt``."""
-    if options.outside != "O" and fmt not in SPAN_FORMATS:
-        raise AnnotationFormatError(
-            f"{path}: outside unknown is for span formats ({', '.join(SPAN_FORMATS)}); a {fmt} file marks "
-            "each token that was not annotated with the tag -"
-        )
-    if fmt == "conll":
-        yield from read_conll_file(path, options.tag_column)
-    elif fmt == "conllu":
-        yield from read_conllu(path)
-    elif fmt == "doccano":
-        yield from read_doccano(path, audit)
-    elif fmt == "prodigy":
-        yield from read_prodigy(path, audit)
-    elif fmt == "jsonl":
-        yield from read_jsonl(path, audit)
-    elif fmt == "labelstudio":
-        yield from read_labelstudio(path, audit, options.annotation)
-    elif fmt == "brat":
-        yield from read_brat(path, audit)
-    else:
-        raise AnnotationFormatError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-
-
-def detect_format(path: Path) -> str:
-    """The format of a file, from its name and first record: what ``convert`` and training use when none is
-    given. Raises AnnotationFormatError when nothing fits."""
-    if (
-        path.is_dir()
-        or path.suffix == ".ann"
-        or (path.suffix == ".txt" and path.with_suffix(".ann").is_file())
-    ):
-        return "brat"
-    if path.suffix == ".conllu":
-        return "conllu"
-    if path.suffix == ".json":
-        return "labelstudio"
-    if path.suffix == ".jsonl" and not is_special(path):  # a FIFO is not opened: its reader names it
-        with open(path, "rb") as f:
-            head = f.readline(1 << 20)
-        try:
-            record = json.loads(head)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            record = None
-        if isinstance(record, dict):
-            if "entities" in record and "start_offset" not in json.dumps(record["entities"])[:2000]:
-                return "jsonl"
-            if "spans" in record or "answer" in record:
-                return "prodigy"
-            if {"label", "labels", "entities"} & record.keys():
-                return "doccano"
-        raise AnnotationFormatError(
-            f"{path}:1: cannot tell which JSONL format this is (expected 'entities', 'spans' or 'label'); "
-            "name it with --from"
-        )
-    if path.is_file() and looks_like_conll(path):
-        return "conll"
-    raise AnnotationFormatError(
-        f"{path}: cannot tell its format from its name or first line; name it with --from ({', '.join(FORMATS)})"
-    )
 
 
 def label_map(text: str | None, option: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Label Studio's JSON export of a text (named-entity) project.
+"""Label Studio: the JSON export of a text (named-entity) project read, tasks with predictions written
+(``predict --format labelstudio``, https://labelstud.io/guide/predictions), and its format record.
 
 The file is a JSON list of tasks: ``{"id", "data": {"text": ...}, "annotations": [{"result": [...],
 "was_cancelled", ...}]}``; a span is a result of type ``labels`` whose ``value`` holds ``start``, ``end``,
@@ -8,19 +9,29 @@ A task with no ``annotations`` key but ``predictions`` (a file of pre-annotation
 ``predict --format labelstudio`` writes; an export always has the key) is read from its first prediction.
 The JSON-MIN export (one object a task: ``text`` and, under the labels control's name, its regions
 ``{start, end, text, labels}``) is read too.
+
+What ``predict --format labelstudio`` writes is one JSON list of tasks ``{"data": {"text"}, "predictions":
+[{"model_version", "score", "result": [{"id", "from_name", "to_name", "type": "labels", "value": {"start",
+"end", "text", "labels"}, "score"}]}]}`` for the named-entity template (``<Labels name="label"
+toName="text">``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, need_list, read_text
+from ner_app.text.outputs import OutputFormat, Target
+from ner_app.text.predictions import TaggedLine
 
-CHOICES = ("first", "last", "latest")
+CHOICES = ("first", "last", "latest")  # which annotation of a task with several is read (``annotation``)
+FROM_NAME, TO_NAME = "label", "text"  # the control and object names of Label Studio's named-entity template
 # results that go with text spans in a named-entity project and hold no span themselves
 # data keys of projects of other types (what a task of an image, audio, video or HTML project holds)
 _MEDIA = {"image", "audio", "video", "url", "html", "hypertext", "pdf", "timeseries", "paragraphs"}
@@ -137,3 +148,55 @@ def _document(task: dict[str, Any], where: str, audit: Audit, choice: str) -> Te
             if span is not None:
                 spans.append(span)
     return TextDocument(where, text, spans)
+
+
+def _labelstudio_task(record: TaggedLine, target: Target) -> dict[str, object]:
+    result = [
+        {
+            "id": f"e{n}",
+            "from_name": FROM_NAME,
+            "to_name": TO_NAME,
+            "type": "labels",
+            "value": {"start": e.start, "end": e.end, "text": e.text, "labels": [e.type]},
+            "score": e.score,
+        }
+        for n, e in enumerate(record.entities, start=1)
+    ]
+    prediction: dict[str, object] = {"model_version": target.model_version, "result": result}
+    if record.entities:  # the least certain entity: sorting by it puts the tasks to review first
+        prediction["score"] = min(e.score for e in record.entities)
+    return {"data": {"text": record.text}, "predictions": [prediction]}
+
+
+def write_labelstudio(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
+    """One JSON list, a task a line of input, streamed: ``[``, the tasks separated by commas, ``]``."""
+    yield "["
+    for n, record in enumerate(records):
+        yield ("," if n else "") + "\n" + json.dumps(_labelstudio_task(record, target), ensure_ascii=False)
+    yield "\n]\n"
+
+
+def _read(path: Path, options: Options, audit: Audit) -> Iterator[TextDocument]:
+    return read_labelstudio(path, audit, options.annotation)
+
+
+def _detect(probe: Probe) -> bool:
+    return probe.path.suffix == ".json"  # the name alone: its reader names what is wrong inside
+
+
+FORMAT = Format(
+    "labelstudio",
+    suffixes=(".json",),
+    detect=_detect,
+    precedence=30,
+    clue="the name NAME.json",
+    read=_read,
+    spans=True,
+    writer=OutputFormat(
+        "labelstudio",
+        "text",
+        write_labelstudio,
+        "Label Studio tasks with predictions (a JSON list; from_name label, to_name text), to review",
+    ),
+    options=("annotation",),
+)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ner_app import limits
 from ner_app.files import is_special
-from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan
+from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 
 EXPORT_HINT = "re-export it from the tool, or split it into several files"
 
@@ -89,6 +89,22 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
             yield number, value
     if not found:
         raise AnnotationFormatError(f"{name}: empty export: no JSON line in it (expected one object a line)")
+
+
+# The spans of one JSON-lines record: ``(text, spans)``, a span None where it was dropped (and audited), or
+# None for a record not to be read (Prodigy: a task not accepted).
+SpansOf = Callable[[dict[str, Any], str, Audit], tuple[str, list[CharSpan | None]] | None]
+
+
+def json_documents(path: str | os.PathLike[str], audit: Audit, spans_of: SpansOf) -> Iterator[TextDocument]:
+    """The documents of a JSON-lines span format, one a line, each read by ``spans_of``."""
+    for number, record in json_lines(path):
+        where = f"{os.fspath(path)}:{number}"
+        found = spans_of(record, where, audit)
+        if found is None:  # a task not to be read (Prodigy: not accepted)
+            continue
+        text, spans = found
+        yield TextDocument(where, text, [s for s in spans if s is not None])
 
 
 def need_text(value: Any, where: str, key: str = "text") -> str:

@@ -1,7 +1,8 @@
 """Training data in any supported format: the file of each split in a folder, read into CoNLL sentences.
 
-A split ``NAME`` (``train``, ``valid``, ``test``) is ``NAME.txt`` (CoNLL, as always), or ``NAME.conll``,
-``NAME.conllu``, ``NAME.jsonl``, ``NAME.json`` or a brat folder ``NAME/``. Span formats go through the same
+A split ``NAME`` (``train``, ``valid``, ``test``) is ``NAME.txt`` (CoNLL, as always), or ``NAME`` with a
+suffix of some format of the registry (``Format.suffixes``: ``NAME.conll``, ``NAME.conllu``, ``NAME.jsonl``,
+``NAME.json``, or a brat folder ``NAME/``), looked up in the registry's order. Span formats go through the same
 conversion as ``convert`` (its policies: ``data.align``, ``data.overlap``, ``data.labels``, ``data.types``,
 ``data.outside``), and its audit is logged.
 """
@@ -12,27 +13,18 @@ import logging
 import re
 from pathlib import Path
 
-from ner_app.text.annotations.convert import Options, convert_files, detect_format
+from ner_app.text.annotations.convert import Options, convert_files
 from ner_app.text.annotations.model import AnnotationFormatError, Audit
+from ner_app.text.annotations.registry import detect_format, split_suffixes
 from ner_app.text.annotations.resolve import Policy
 from ner_app.text.conll import Sentence, read_conll
 
 log = logging.getLogger("ner_app")
-_SUFFIXES = {
-    "conll": (".txt", ".conll"),
-    "conllu": (".conllu",),
-    "doccano": (".jsonl",),
-    "prodigy": (".jsonl",),
-    "jsonl": (".jsonl",),
-    "labelstudio": (".json",),
-    "brat": ("",),
-}
-_ANY = (".txt", ".conll", ".conllu", ".jsonl", ".json", "")
 
 
 def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
     """The file (a folder, for brat) of split ``name`` in ``folder``, or None."""
-    for suffix in _SUFFIXES[fmt] if fmt else _ANY:
+    for suffix in split_suffixes(fmt):
         path = folder / f"{name}{suffix}"
         # not is_file(): a FIFO or device under a split's name is found, and its reader names it as such
         found = path.is_dir() if suffix == "" else path.exists() and not path.is_dir()
@@ -43,7 +35,7 @@ def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
 
 def split_suffix(fmt: str) -> str:
     """How the split files of ``fmt`` end (a brat split is a folder: ``/``)."""
-    return _SUFFIXES[fmt][0] or "/"
+    return split_suffixes(fmt)[0] or "/"
 
 
 def split_files(path: Path) -> list[Path]:
