@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _SHOWN = {"train": "train", "valid": "dev", "test": "test"}  # a split file's name -> the split's name
 
 
-def add_check_data_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     from ner_app.text.annotations.convert import FORMATS
 
     check = commands.add_parser(
@@ -126,7 +126,7 @@ def text_report(splits: dict[str, SplitCounts], problems: list[Problem]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_data(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.model import Audit
     from ner_app.text.data_check import count_split, find_problems, json_report
     from ner_app.text.tags import detect_scheme

@@ -54,7 +54,7 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_convert_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     from ner_app.text.annotations.convert import FORMATS
 
     convert = commands.add_parser(
@@ -81,7 +81,7 @@ def _ours(start: bytes) -> bool:
     return start.startswith((b"-DOCSTART- O\n", b'{"text": ')) or not start
 
 
-def convert(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ner_app.files import refuse_foreign_file
     from ner_app.text.annotations.convert import (
         Options,

@@ -282,7 +282,7 @@ def test_read_pool_formats(tmp_path) -> None:
 
 def test_the_command_line_names_every_strategy() -> None:
     """The parser names the strategies without importing torch; they must be the uncertainty module's."""
-    from ner_app.cli.active_learning import STRATEGY_NAMES
+    from ner_app.cli.select import STRATEGY_NAMES
     from ner_app.tagger.uncertainty import STRATEGIES
 
     assert sorted(STRATEGY_NAMES) == sorted(STRATEGIES)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ner_app.cli.commands import main
-from ner_app.cli.predict_workers import worker_count
+from ner_app.jobs.predict_workers import worker_count
 from ner_app.report.formats import FORMATS
 from ner_app.serve import fork_server, workers
 from ner_app.serve.predictor import Predictor
