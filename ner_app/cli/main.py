@@ -18,7 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if alone is not None:  # a command with a parser of its own (train: overrides around its options)
         args = alone(argv[1:])
     else:
-        args = build_parser().parse_args(argv, namespace=OwnedNamespace())
+        # the command's own arguments only: no other command's module is imported
+        only = argv[0] if named is not None else None
+        args = build_parser(only).parse_args(argv, namespace=OwnedNamespace())
     handler = command_module(args.command).run
     # One policy for every command: a user's mistake is one line and exit 2, a bug keeps its traceback.
     return run_reporting_errors(lambda: handler(args))

@@ -69,7 +69,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ner_app.jobs.predict import PredictJob, run_predict
+    from ner_app.jobs.predict import run_predict
+    from ner_app.jobs.predict_job import PredictJob
 
     return run_predict(
         PredictJob(

@@ -4,33 +4,15 @@ written in a ``--format`` of ``report/formats.py``, to standard output or at onc
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ner_app.errors import NerAppError
+from ner_app.jobs.predict_job import PredictJob
 from ner_app.jobs.setup import check_device, model_path, set_threads
 
 if TYPE_CHECKING:
     from ner_app.report.format_types import OutputFormat
-
-
-@dataclass(frozen=True)
-class PredictJob:
-    """What ``predict`` was asked: the input, the format and where it goes, the readings and the export."""
-
-    input: str  # a file, or - for standard input
-    format: str  # a name of report/formats.py FORMATS
-    output: str | None  # None: standard output
-    min_score: float
-    alternatives: int
-    flag_missed: float | None
-    workers: int | None
-    model: str | None  # None: the shipped tagger
-    batch_size: int
-    max_tokens: int | None
-    threads: int | None
-    device: str
 
 
 def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:

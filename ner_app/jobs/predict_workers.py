@@ -7,18 +7,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
+from ner_app.jobs.predict_job import PredictJob
 from ner_app.report.formats import OutputFormat, Target, write_output
 from ner_app.report.predictions_html import entity_types
 from ner_app.serve.workers import GroupTagger, WorkerPool, usable_cores
 from ner_app.text.lines import decoded_lines
 from ner_app.text.readings import ReadingOptions
-
-if TYPE_CHECKING:
-    from ner_app.jobs.predict import PredictJob
 
 
 def worker_count(asked: int, cores: int | None = None) -> int:
@@ -56,6 +54,7 @@ def _run(
     name: str,
     options: ReadingOptions | None,
 ) -> int:
+    assert args.workers is not None  # reached with --workers N, N > 1
     workers = worker_count(args.workers)
     with WorkerPool(workers, model, args.device, args.batch_size, args.max_tokens, args.threads or 1) as pool:
         found = pool.describe()
