@@ -43,7 +43,12 @@ def blocked_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ner_app", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "ner_app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
     )
 
 

@@ -12,7 +12,20 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ner_app"
 # The ground floor (modules at the package root), then the rooms in the order of the flow.
-ROOMS = ["", "config", "text", "bilm", "tagger", "runtime", "train", "pretrain", "serve", "report", "jobs", "cli"]
+ROOMS = [
+    "",
+    "config",
+    "text",
+    "bilm",
+    "tagger",
+    "runtime",
+    "train",
+    "pretrain",
+    "serve",
+    "report",
+    "jobs",
+    "cli",
+]
 GROUND = {"__init__", "__main__", "errors", "limits", "files", "paths", "reading", "progress", "records"}
 # Pairs of rooms the flow would allow but the design forbids, and why.
 FORBIDDEN = {
