@@ -176,7 +176,7 @@ def test_evaluate_prints_a_table_with_every_type(run: Path, capsys) -> None:
 def test_evaluate_bad_gold_files_are_one_line(run: Path, tmp_path: Path, capsys, content, expected) -> None:
     gold = tmp_path / "gold.conll"
     gold.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code = main(["evaluate", "--model", str(run / "export"), "--input", str(gold)])
+    code = main(["evaluate", "--model", str(run / "export"), "--gold", str(gold)])
     err = capsys.readouterr().err
     if expected is None:
         assert code == 0
@@ -186,8 +186,8 @@ def test_evaluate_bad_gold_files_are_one_line(run: Path, tmp_path: Path, capsys,
 
 
 def test_evaluate_missing_input_and_model_are_one_line(run: Path, tmp_path: Path, capsys) -> None:
-    assert main(["evaluate", "--model", str(run / "export"), "--input", str(tmp_path / "none.conll")]) == 2
-    assert main(["evaluate", "--model", str(tmp_path), "--input", str(TINY / "valid.txt")]) == 2
+    assert main(["evaluate", "--model", str(run / "export"), "--gold", str(tmp_path / "none.conll")]) == 2
+    assert main(["evaluate", "--model", str(tmp_path), "--gold", str(TINY / "valid.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not a file" in err[0] and "not a ner_app export" in err[1]
 
