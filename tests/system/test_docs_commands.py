@@ -74,6 +74,7 @@ SMOKE = {
         None,
     ),
     "early_errors": ("python -m benchmarks.early_errors --repeats 1", None),
+    "cli_help": ("python -m benchmarks.cli_help --repeats 1", None),
     "step_overhead": (
         "python -m benchmarks.step_overhead --before . --rounds 1 --steps 5 --warmup 2",
         None,
