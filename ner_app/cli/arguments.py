@@ -13,8 +13,9 @@ from typing import Any
 
 
 class Owned:
-    """The default of another module: ``Owned("ner_app.serve.embed", "EMBED_MAX_TOKENS")``, a dataclass field
-    (``"ServeSpec.port"``) or a function's parameter (``"embed_file.batch_size"``)."""
+    """The default of another module, one without torch (``--help`` shows it): a name
+    (``Owned("ner_app.text.batching", "EMBED_MAX_TOKENS")``), a dataclass field (``"ServeSpec.port"``) or a
+    function's parameter (``"f.batch_size"``)."""
 
     def __init__(self, module: str, name: str) -> None:
         self.module, self.name = module, name

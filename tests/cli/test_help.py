@@ -72,3 +72,28 @@ def test_command_help_without_torch(blocked_env: dict[str, str], command: str) -
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"usage: ner-app {command}") and "options:" in done.stdout
     assert "%(default)s" not in done.stdout and "<ner_app" not in done.stdout  # defaults shown as values
+
+
+def test_every_owned_default_resolves_without_torch(blocked_env: dict[str, str]) -> None:
+    """Each ``Owned`` default of every command, the ones ``--help`` does not show included, is read from a module
+    that imports no torch, Lightning or LitServe."""
+    code = (
+        "import argparse\n"
+        "from ner_app.cli.arguments import Owned\n"
+        "from ner_app.cli.parser import build_parser\n"
+        "def walk(parser):\n"
+        "    for action in parser._actions:\n"
+        "        if isinstance(action, argparse._SubParsersAction):\n"
+        "            for sub in action.choices.values():\n"
+        "                yield from walk(sub)\n"
+        "        elif isinstance(action.default, Owned):\n"
+        "            yield action.default\n"
+        "owned = list(walk(build_parser()))\n"
+        "print(len(owned), all(o.value() is not None for o in owned))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=blocked_env, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    count, resolved = done.stdout.split()
+    assert int(count) >= 15 and resolved == "True"
