@@ -151,7 +151,7 @@ def test_evaluate_json_is_conlleval_and_the_runs_metrics(run: Path, tmp_path: Pa
 
 
 def test_evaluate_prints_a_table_with_every_type(run: Path, capsys) -> None:
-    assert main(["evaluate", "--model", str(run / "export"), "--input", str(TINY / "test.txt")]) == 0
+    assert main(["evaluate", "--model", str(run / "export"), "--gold", str(TINY / "test.txt")]) == 0
     out = capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
     assert f"**{metrics['test']['f1']:.2f}**" in out
@@ -205,7 +205,7 @@ def _rewrite(source: Path, target: Path, token=lambda t: t, tag=lambda tags: tag
 
 
 def _evaluate_json(model: Path, gold: Path, capsys, *extra: str) -> dict:
-    assert main(["evaluate", "--model", str(model), "--input", str(gold), "--json", *extra]) == 0
+    assert main(["evaluate", "--model", str(model), "--gold", str(gold), "--json", *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
 
