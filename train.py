@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ner_app.cli.commands import main as cli_main
+from ner_app.cli.main import main as cli_main
 
 
 def main(argv: list[str] | None = None) -> int:

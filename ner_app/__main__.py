@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ner_app.cli.commands import main
+from ner_app.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,10 +21,9 @@ import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
 from ner_app.bilm.char_mapper import BOS_IDS, EOS_IDS, MAX_CHARS, token_to_ids
-from ner_app.text.batching import budget_batches
+from ner_app.text.batching import MAX_POSITIONS, budget_batches
 
 ContextMode = Literal["sentence", "document"]
-MAX_POSITIONS = 2048  # every CoNLL-2003 document fits (the largest has 1,729 positions)
 BATCH_POSITIONS = 4096  # streams per biLM call: at most this many (padded) positions, which bounds memory
 Stream = tuple[tuple[str, ...], ...]  # the sentences of one stream, in order
 Context = tuple[Stream, int]  # a sentence in its stream: (the stream, the sentence's position in it)

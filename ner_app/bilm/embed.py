@@ -25,7 +25,7 @@ from ner_app.bilm.document import (
 from ner_app.errors import NerAppError, raise_if_stopped
 from ner_app.files import atomic_path, check_free_space
 from ner_app.progress import progress_bar
-from ner_app.text.batching import budget_batches
+from ner_app.text.batching import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, budget_batches
 from ner_app.text.lines import read_lines
 
 if TYPE_CHECKING:
@@ -34,13 +34,6 @@ from ner_app.text.runs import id_runs
 from ner_app.text.tokenizer import Token, tokenize
 
 Precision = Literal["fp32", "bf16"]
-# padded positions a biLM call reads at most (sentences x longest, or streams x longest in document context);
-# 64 CoNLL-2003 sentences (at most 124 tokens) fit (--max-tokens)
-EMBED_MAX_TOKENS = 8192
-# sentences a biLM call reads at most (--batch-size): each recurrent step is one (B, P) x (P, 4C) matmul, whose
-# weights are read once for all B rows, so more rows use the cores better (the original-size step ran at 1.8x
-# the GFLOP/s with 256 rows as with 64 on the 2-core EPYC); EMBED_MAX_TOKENS still bounds a call's memory
-EMBED_BATCH_SIZE = 256
 
 
 def inference_autocast(device: str, precision: Precision) -> AbstractContextManager[object]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import sys
 from typing import Any
 
 
 class Owned:
-    """The default of another module: ``Owned("ner_app.bilm.embed", "EMBED_MAX_TOKENS")``, a dataclass field
-    (``"ServeSpec.port"``) or a function's parameter (``"embed_file.batch_size"``)."""
+    """The default of another module, one without torch (``--help`` shows it): a name
+    (``Owned("ner_app.text.batching", "EMBED_MAX_TOKENS")``), a dataclass field (``"ServeSpec.port"``) or a
+    function's parameter (``"f.batch_size"``)."""
 
     def __init__(self, module: str, name: str) -> None:
         self.module, self.name = module, name
@@ -98,9 +100,6 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-PREDICTOR = "ner_app.predict.predictor"  # owns predict's and evaluate's defaults
-
-
 def add_model_arguments(
     parser: argparse.ArgumentParser, batch_size: Owned, max_tokens_help: str | None, threads_help: str = ""
 ) -> None:
@@ -129,3 +128,35 @@ def add_model_arguments(
         help=threads_help or "torch CPU threads (1 is fastest on a busy machine)",
     )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+
+class OldSpelling(argparse.Action):
+    """An option's former name, still accepted: the value goes to the new option's ``dest``, the spelling used
+    to ``<dest>_option`` (errors name what was typed), and one line on stderr names the new spelling."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, command: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new, self.command = new, command
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"note: {self.command} {option_string} is now {self.new}; the old name still works",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_option", option_string)
+
+
+def add_gold_argument(parser: argparse.ArgumentParser, command: str, old: str) -> None:
+    """``--gold FILE`` (required), the gold CoNLL file of every command that scores against gold tags, and its
+    former name ``old``; ``args.gold_option`` is the spelling used."""
+    gold = parser.add_mutually_exclusive_group(required=True)
+    gold.add_argument("--gold", metavar="FILE", help="a CoNLL file with gold tags in the last column")
+    gold.add_argument(old, dest="gold", metavar="FILE", action=OldSpelling, new="--gold", command=command)
+    parser.set_defaults(gold_option="--gold")

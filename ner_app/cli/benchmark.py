@@ -16,7 +16,7 @@ PATHS = ("torch", "onnx", "int8")
 MAX_INPUT_BYTES = 256 << 20  # the input is read whole (its sentences are cycled): bounded
 
 
-def add_benchmark_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     benchmark = commands.add_parser(
         "benchmark", help="measure a tagger: benchmark speed (words/s with a 95%% confidence interval)"
     )
@@ -80,8 +80,8 @@ def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
     return "torch", lambda sentences: predictor.tag(sentences)
 
 
-def benchmark(args: argparse.Namespace) -> int:
-    from ner_app.cli.inference import _model
+def run(args: argparse.Namespace) -> int:
+    from ner_app.jobs.setup import model_path
     from ner_app.predict.speed import measure_speed
     from ner_app.text.lines import read_lines
 
@@ -93,7 +93,7 @@ def benchmark(args: argparse.Namespace) -> int:
     if source.stat().st_size > MAX_INPUT_BYTES:
         raise NerAppError(f"--input {source}: larger than {MAX_INPUT_BYTES >> 20} MiB; use a sample of it")
     lines = read_lines(source, "the text to tag")
-    model = _model(args)
+    model = model_path(args.model)
     path, tag = _tagger(model, args.path, args.threads)
     speed = measure_speed(tag, lines, args.batch_size, args.batches, args.warmup)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

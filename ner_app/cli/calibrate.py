@@ -1,14 +1,15 @@
-"""``ner-app calibrate``: the argument parser and the handler (the work: ``decisions/calibrate.py``)."""
+"""``calibrate``: an export's score temperature fitted on a gold CoNLL file, written as a calibrated copy
+(``decisions/calibrate.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ner_app.cli.arguments import PREDICTOR, Owned, positive_int
+from ner_app.cli.arguments import Owned, add_gold_argument, positive_int
 
 
-def add_calibrate_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     calibrate = commands.add_parser(
         "calibrate",
         help="fit an export's score temperature on a gold CoNLL file and write a calibrated copy",
@@ -18,32 +19,31 @@ def add_calibrate_parser(commands: argparse._SubParsersAction) -> None:
         "change; prints the expected calibration error and the log loss before and after (docs/calibration.md).",
     )
     calibrate.add_argument("--model", required=True, help="an export directory (read only)")
-    calibrate.add_argument("--dev", required=True, help="a CoNLL file with gold tags in the last column")
+    add_gold_argument(calibrate, "calibrate", "--dev")
     calibrate.add_argument(
         "--output", required=True, help="the calibrated export's folder (new, or an earlier export)"
     )
     calibrate.add_argument(
         "--batch-size",
         type=positive_int,
-        default=Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        default=Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
         help="sentences per forward pass (default %(default)s)",
     )
     calibrate.add_argument("--threads", type=positive_int, help="torch CPU threads")
     calibrate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
 
-def calibrate(args: argparse.Namespace) -> int:
-    from ner_app.cli.inference import check_device
+def run(args: argparse.Namespace) -> int:
     from ner_app.decisions.calibrate import calibrate_export
+    from ner_app.jobs.setup import check_device, set_threads
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     check_device(args.device)
-    fit, data = calibrate_export(args.model, args.dev, args.output, args.device, args.batch_size)
+    fit, data = calibrate_export(
+        args.model, args.gold, args.output, args.device, args.batch_size, option=args.gold_option
+    )
     print(
-        f"{args.dev}: {fit.entities:,} predicted entities in {data.sentences:,} sentences; temperature "
+        f"{args.gold}: {fit.entities:,} predicted entities in {data.sentences:,} sentences; temperature "
         f"{fit.temperature:.4f} (fitted in {fit.seconds:.1f} s)\n"
         f"entity ECE (10 bins)  {fit.ece_before:.4f} -> {fit.ece_after:.4f}\n"
         f"entity log loss       {fit.log_loss_before:.4f} -> {fit.log_loss_after:.4f}"

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING
 
 from ner_app.cli.convert import add_reading_arguments
 from ner_app.errors import NerAppError
+from ner_app.text.annotations.format import Options
 
 if TYPE_CHECKING:
-    from ner_app.text.annotations.convert import Options
     from ner_app.text.data_check import Problem, SplitCounts
 
 _SHOWN = {"train": "train", "valid": "dev", "test": "test"}  # a split file's name -> the split's name
 
 
-def add_check_data_parser(commands: argparse._SubParsersAction) -> None:
-    from ner_app.text.annotations.convert import FORMATS
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    from ner_app.text.annotations.registry import format_names
 
     check = commands.add_parser(
         "check-data",
@@ -34,7 +34,9 @@ def add_check_data_parser(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--config", help="a training config: its data section (data.dir, data.format, ...)")
     for split in ("train", "dev", "test"):
         check.add_argument(f"--{split}", metavar="FILE", help=f"the {split} file (a brat folder for brat)")
-    check.add_argument("--format", dest="fmt", choices=FORMATS, help="the files' format (default: detected)")
+    check.add_argument(
+        "--format", dest="fmt", choices=format_names(), help="the files' format (default: detected)"
+    )
     check.add_argument(
         "--json", action="store_true", help="print the counts and problems as one JSON document"
     )
@@ -43,7 +45,7 @@ def add_check_data_parser(commands: argparse._SubParsersAction) -> None:
 
 def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Options]:
     """The split files, their format and the reading options, from --config, DIR or --train/--dev/--test."""
-    from ner_app.text.annotations.convert import Options, label_map, type_list  # noqa: F811
+    from ner_app.text.annotations.convert import label_map, type_list
     from ner_app.text.annotations.resolve import Policy
     from ner_app.train.corpus import data_reading, split_paths
 
@@ -126,7 +128,7 @@ def text_report(splits: dict[str, SplitCounts], problems: list[Problem]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_data(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.model import Audit
     from ner_app.text.data_check import count_split, find_problems, json_report
     from ner_app.text.tags import detect_scheme

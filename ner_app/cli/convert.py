@@ -54,8 +54,8 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_convert_parser(commands: argparse._SubParsersAction) -> None:
-    from ner_app.text.annotations.convert import FORMATS
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    from ner_app.text.annotations.registry import format_names
 
     convert = commands.add_parser(
         "convert",
@@ -65,7 +65,9 @@ def add_convert_parser(commands: argparse._SubParsersAction) -> None:
         "format). Every span moved, cut or dropped is printed as FILE:LINE: ..., then a summary (docs/data.md).",
     )
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help="files (brat: .ann files or folders)")
-    convert.add_argument("--from", dest="fmt", choices=FORMATS, help="the input format (default: detected)")
+    convert.add_argument(
+        "--from", dest="fmt", choices=format_names(), help="the input format (default: detected)"
+    )
     convert.add_argument("--output", required=True, metavar="OUT", help="OUT.conll (or .txt) or OUT.jsonl")
     convert.add_argument("--scheme", default="IOB2", choices=["IOB1", "IOB2", "BIOES"], help="output tags")
     add_reading_arguments(convert)
@@ -81,18 +83,18 @@ def _ours(start: bytes) -> bool:
     return start.startswith((b"-DOCSTART- O\n", b'{"text": ')) or not start
 
 
-def convert(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ner_app.files import refuse_foreign_file
     from ner_app.text.annotations.convert import (
-        Options,
         convert_files,
         count_entities,
-        detect_format,
         label_map,
         type_list,
         write_converted,
     )
+    from ner_app.text.annotations.format import Options
     from ner_app.text.annotations.model import Audit
+    from ner_app.text.annotations.registry import detect_format
     from ner_app.text.annotations.resolve import Policy
 
     out = Path(args.output)

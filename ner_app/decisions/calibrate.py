@@ -28,14 +28,15 @@ from ner_app.text.pieces import split_pieces
 from ner_app.text.tags import convert, detect_scheme
 
 
-def _check_paths(model: Path, dev: Path, output: Path) -> None:
-    """One line for each mistake, before anything is loaded or written."""
+def _check_paths(model: Path, dev: Path, output: Path, option: str = "--gold") -> None:
+    """One line for each mistake, before anything is loaded or written (``option``: the gold file's option,
+    as typed)."""
     if not model.is_dir():
         raise MissingFileError(f"--model {model}: not a folder (expected an export directory)")
     if not dev.exists():
-        raise MissingFileError(f"--dev {dev}: not found (expected a CoNLL file with gold tags)")
+        raise MissingFileError(f"{option} {dev}: not found (expected a CoNLL file with gold tags)")
     if not dev.is_file():
-        raise NerAppError(f"--dev {dev}: not a regular file (expected a CoNLL file with gold tags)")
+        raise NerAppError(f"{option} {dev}: not a regular file (expected a CoNLL file with gold tags)")
     out, source = output.resolve(), model.resolve()
     if out == source or out.is_relative_to(source):
         raise NerAppError(
@@ -53,12 +54,12 @@ def _check_paths(model: Path, dev: Path, output: Path) -> None:
         )
 
 
-def gold_set(predictor: Predictor, dev: Path) -> CalibrationSet:
+def gold_set(predictor: Predictor, dev: Path, option: str = "--gold") -> CalibrationSet:
     """The emissions, Viterbi paths and labelled entities of every sentence of the gold file ``dev``
     (sentences longer than ``MAX_TOKENS`` in pieces, as predict tags them)."""
     sentences = read_conll(dev)
     if not sentences:
-        raise NerAppError(f"--dev {dev}: no sentences (expected 'token ... tag' lines)")
+        raise NerAppError(f"{option} {dev}: no sentences (expected 'token ... tag' lines)")
     require_annotated(sentences, dev)
     source = detect_scheme([s.tags for s in sentences])
     spec = predictor.spec
@@ -81,17 +82,18 @@ def calibrate_export(
     device: str = "cpu",
     batch_size: int = 64,
     max_tokens: int | None = None,
+    option: str = "--gold",
 ) -> tuple[Fit, CalibrationSet]:
     """Fit the temperature of export ``model`` on gold file ``dev`` and write the calibrated copy to
     ``output``. Returns the fit (its ECE and log loss before and after) and the data it was fitted on."""
     model, dev, output = Path(model), Path(dev), Path(output)
-    _check_paths(model, dev, output)
+    _check_paths(model, dev, output, option)
     kwargs = {} if max_tokens is None else {"max_tokens": max_tokens}
     predictor = Predictor.from_export(model, device=device, batch_size=batch_size, **kwargs)
-    data = gold_set(predictor, dev)
+    data = gold_set(predictor, dev, option)
     if data.entities == 0:
         raise NerAppError(
-            f"--dev {dev}: the tagger finds no entity in it, so there is nothing to calibrate on"
+            f"{option} {dev}: the tagger finds no entity in it, so there is nothing to calibrate on"
         )
     crf = predictor.tagger.crf
     fit = fit_temperature(crf, data)

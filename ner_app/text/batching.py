@@ -19,6 +19,16 @@ PREDICT_BATCH_SIZE = 64
 # predict's default budget of padded tokens a batch holds (pieces x longest): 64 pieces of 250 tokens fit, so
 # the default batch size is never split; it bounds memory when --batch-size is raised (--max-tokens)
 PREDICT_MAX_TOKENS = 16384
+# padded positions a biLM call reads at most (sentences x longest, or streams x longest in document context);
+# 64 CoNLL-2003 sentences (at most 124 tokens) fit (--max-tokens)
+EMBED_MAX_TOKENS = 8192
+# sentences a biLM call reads at most (--batch-size): each recurrent step is one (B, P) x (P, 4C) matmul, whose
+# weights are read once for all B rows, so more rows use the cores better (the original-size step ran at 1.8x
+# the GFLOP/s with 256 rows as with 64 on the 2-core EPYC); EMBED_MAX_TOKENS still bounds a call's memory
+EMBED_BATCH_SIZE = 256
+# a document stream's positions at most (tokens + 2 per sentence; bilm/document.py): every CoNLL-2003 document
+# fits (the largest has 1,729 positions)
+MAX_POSITIONS = 2048
 
 
 def check_budget(max_sentences: int | None, max_tokens: int | None) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import train
-from ner_app.cli.commands import main
+from ner_app.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,14 +103,19 @@ def test_gpu_speed_without_cuda_says_so_and_exits_0() -> None:
 
 
 def test_every_command_of_the_parser_has_a_handler():
-    """The argparse tree (cli/parser.py) and the handlers (cli/commands.py) name the same commands."""
+    """The argparse tree (cli/parser.py) is the registry's (cli/registry.py): the same commands in the same
+    order, each module with its parser and its handler."""
     import argparse
 
-    from ner_app.cli.commands import HANDLERS
     from ner_app.cli.parser import build_parser
+    from ner_app.cli.registry import COMMANDS, command_module, command_names
 
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert sorted(subparsers.choices) == sorted(HANDLERS)
+    assert list(subparsers.choices) == command_names() == [name for name, _ in COMMANDS]
+    assert len(set(command_names())) == len(COMMANDS)
+    for name in command_names():
+        module = command_module(name)
+        assert callable(module.add_parser) and callable(module.run), name
 
 
 def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> None:
@@ -121,13 +126,14 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
 
     from ner_app.bilm.document import MAX_POSITIONS
     from ner_app.bilm.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS
-    from ner_app.cli.parser import OwnedNamespace, build_parser
+    from ner_app.cli.arguments import OwnedNamespace
+    from ner_app.cli.parser import build_parser
     from ner_app.predict.predictor import PREDICT_MAX_TOKENS
     from ner_app.server.server import ServeSpec
     from ner_app.text.batching import PREDICT_BATCH_SIZE
 
     code = (
-        "import sys; from ner_app.cli.parser import OwnedNamespace, build_parser; "
+        "import sys; from ner_app.cli.arguments import OwnedNamespace; from ner_app.cli.parser import build_parser; "
         "build_parser().parse_args(['serve'], namespace=OwnedNamespace()); "
         "print('torch' in sys.modules, 'litserve' in sys.modules)"
     )
@@ -150,7 +156,8 @@ def test_owned_defaults_resolve_to_their_owners_and_cost_nothing_to_parse() -> N
 
 
 def test_serve_limits_are_options_with_the_specs_defaults() -> None:
-    from ner_app.cli.parser import OwnedNamespace, build_parser
+    from ner_app.cli.arguments import OwnedNamespace
+    from ner_app.cli.parser import build_parser
     from ner_app.server.server import ServeSpec
 
     parse = build_parser().parse_args

@@ -80,7 +80,7 @@ def test_find_threshold_rows_equal_seqeval_on_the_filtered_predictions(export, c
 
 def test_find_threshold_target_precision_is_the_lowest_reaching_it(export, capsys) -> None:
     gold = str(TINY / "valid.txt")
-    plain = run_json(capsys, "find-threshold", "--model", str(export), "--input", gold, "--json")
+    plain = run_json(capsys, "find-threshold", "--model", str(export), "--gold", gold, "--json")
     rows = plain["every_score"]
     target = (rows[0]["precision"] + max(r["precision"] for r in rows)) / 200  # between the lowest and best
     result = run_json(
@@ -88,7 +88,7 @@ def test_find_threshold_target_precision_is_the_lowest_reaching_it(export, capsy
         "find-threshold",
         "--model",
         str(export),
-        "--input",
+        "--gold",
         gold,
         "--json",
         "--precision",
@@ -97,18 +97,18 @@ def test_find_threshold_target_precision_is_the_lowest_reaching_it(export, capsy
     chosen = result["suggested"]["row"]
     assert chosen["precision"] >= 100 * target
     assert all(r["precision"] < 100 * target for r in rows if r["min_score"] < chosen["min_score"])
-    assert main(["find-threshold", "--model", str(export), "--input", gold, "--precision", str(target)]) == 0
+    assert main(["find-threshold", "--model", str(export), "--gold", gold, "--precision", str(target)]) == 0
     out = capsys.readouterr().out
     assert "| min score | entities kept | precision | recall | F1 |" in out
     assert f"suggested: --min-score {chosen['min_score']:.4f} (the lowest threshold with precision >=" in out
     # the documented commands
-    assert main(["find-threshold", "--model", str(export), "--input", gold]) == 0
+    assert main(["find-threshold", "--model", str(export), "--gold", gold]) == 0
     best = max(rows, key=lambda r: (r["f1"], -r["min_score"]))
     assert (
         f"suggested: --min-score {best['min_score']:.4f} (the best F1, {best['f1']:.2f};"
         in capsys.readouterr().out
     )
-    assert main(["find-threshold", "--model", str(export), "--input", gold, "--precision", "0.95"]) == 0
+    assert main(["find-threshold", "--model", str(export), "--gold", gold, "--precision", "0.95"]) == 0
     reaching = [r for r in rows if r["precision"] >= 95]
     out = capsys.readouterr().out.splitlines()[-1]
     if reaching:
@@ -282,7 +282,7 @@ def test_read_pool_formats(tmp_path) -> None:
 
 def test_the_command_line_names_every_strategy() -> None:
     """The parser names the strategies without importing torch; they must be the uncertainty module's."""
-    from ner_app.cli.active_learning import STRATEGY_NAMES
+    from ner_app.cli.select import STRATEGY_NAMES
     from ner_app.tagger.crf.uncertainty import STRATEGIES
 
     assert sorted(STRATEGY_NAMES) == sorted(STRATEGIES)

@@ -151,7 +151,7 @@ def test_evaluate_json_is_conlleval_and_the_runs_metrics(run: Path, tmp_path: Pa
 
 
 def test_evaluate_prints_a_table_with_every_type(run: Path, capsys) -> None:
-    assert main(["evaluate", "--model", str(run / "export"), "--input", str(TINY / "test.txt")]) == 0
+    assert main(["evaluate", "--model", str(run / "export"), "--gold", str(TINY / "test.txt")]) == 0
     out = capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
     assert f"**{metrics['test']['f1']:.2f}**" in out
@@ -176,7 +176,7 @@ def test_evaluate_prints_a_table_with_every_type(run: Path, capsys) -> None:
 def test_evaluate_bad_gold_files_are_one_line(run: Path, tmp_path: Path, capsys, content, expected) -> None:
     gold = tmp_path / "gold.conll"
     gold.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code = main(["evaluate", "--model", str(run / "export"), "--input", str(gold)])
+    code = main(["evaluate", "--model", str(run / "export"), "--gold", str(gold)])
     err = capsys.readouterr().err
     if expected is None:
         assert code == 0
@@ -186,8 +186,8 @@ def test_evaluate_bad_gold_files_are_one_line(run: Path, tmp_path: Path, capsys,
 
 
 def test_evaluate_missing_input_and_model_are_one_line(run: Path, tmp_path: Path, capsys) -> None:
-    assert main(["evaluate", "--model", str(run / "export"), "--input", str(tmp_path / "none.conll")]) == 2
-    assert main(["evaluate", "--model", str(tmp_path), "--input", str(TINY / "valid.txt")]) == 2
+    assert main(["evaluate", "--model", str(run / "export"), "--gold", str(tmp_path / "none.conll")]) == 2
+    assert main(["evaluate", "--model", str(tmp_path), "--gold", str(TINY / "valid.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not a file" in err[0] and "not a ner_app export" in err[1]
 
@@ -205,7 +205,7 @@ def _rewrite(source: Path, target: Path, token=lambda t: t, tag=lambda tags: tag
 
 
 def _evaluate_json(model: Path, gold: Path, capsys, *extra: str) -> dict:
-    assert main(["evaluate", "--model", str(model), "--input", str(gold), "--json", *extra]) == 0
+    assert main(["evaluate", "--model", str(model), "--gold", str(gold), "--json", *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
 

@@ -26,6 +26,7 @@ ROOMS = [
     "decisions",
     "server",
     "report",
+    "jobs",
     "cli",
 ]
 GROUND = {
@@ -132,8 +133,11 @@ def test_one_trainer_builder() -> None:
 # What the predict, evaluate and embed commands and the Python API import (their handlers' imports included).
 LIGHT_PATHS = [
     "ner_app",
-    "ner_app.cli.commands",
-    "ner_app.cli.inference",
+    "ner_app.cli.main",
+    "ner_app.cli.predict",
+    "ner_app.cli.evaluate",
+    "ner_app.cli.embed",
+    "ner_app.jobs.predict",
     "ner_app.report.formats",
     "ner_app.report.predictions_html",
     "ner_app.predict.predictor",

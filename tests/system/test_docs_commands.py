@@ -74,6 +74,7 @@ SMOKE = {
         None,
     ),
     "early_errors": ("python -m benchmarks.early_errors --repeats 1", None),
+    "cli_help": ("python -m benchmarks.cli_help --repeats 1", None),
     "step_overhead": (
         "python -m benchmarks.step_overhead --before . --rounds 1 --steps 5 --warmup 2",
         None,
@@ -164,10 +165,10 @@ TESTED: dict[str, str] = {
     "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
         "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
     ),
-    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt": (
+    "python -m ner_app find-threshold --model runs/tiny/export --gold tests/data/tiny_conll/valid.txt": (
         "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it"
     ),
-    "python -m ner_app find-threshold --model runs/tiny/export --input tests/data/tiny_conll/valid.txt "
+    "python -m ner_app find-threshold --model runs/tiny/export --gold tests/data/tiny_conll/valid.txt "
     "--precision 0.95": "tests/serve/test_active_learning.py::test_find_threshold_target_precision_is_the_lowest_reaching_it",
     "python -m ner_app select --model runs/tiny/export --input pool.txt --k 100 --strategy margin --output next.txt": (
         "tests/serve/test_active_learning.py::test_k_larger_than_the_pool_selects_all_and_says_so"
@@ -179,17 +180,17 @@ TESTED: dict[str, str] = {
     "--output next.txt": (
         "tests/serve/test_active_learning.py::test_a_token_budget_selects_the_longest_prefix_of_the_ranking_that_fits"
     ),
-    "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt": (
+    "python -m ner_app evaluate --model runs/tiny/export --gold tests/data/tiny_conll/test.txt": (
         "tests/serve/test_evaluate.py::test_evaluate_prints_a_table_with_every_type"
     ),
-    "python -m ner_app evaluate --model runs/tiny/export --input tests/data/tiny_conll/test.txt --json "
+    "python -m ner_app evaluate --model runs/tiny/export --gold tests/data/tiny_conll/test.txt --json "
     "--predictions runs/tiny/test_again.conll": (
         "tests/serve/test_evaluate.py::test_evaluate_json_is_conlleval_and_the_runs_metrics"
     ),
-    "ner-app evaluate --input ../shared/data/conll2003/test.txt": (
+    "ner-app evaluate --gold ../shared/data/conll2003/test.txt": (
         "tests/serve/test_shipped.py::test_evaluate_reproduces_the_test_f1_in_the_models_readme"
     ),
-    "ner-app evaluate --input ../shared/data/conll2003/test.txt --case-views": (
+    "ner-app evaluate --gold ../shared/data/conll2003/test.txt --case-views": (
         "tests/serve/test_shipped.py::test_case_views_of_the_shipped_tagger_are_the_documented_ones"
     ),
     "python -m ner_app embed --input sentences.txt --output layers.hdf5": (
@@ -262,7 +263,7 @@ TESTED: dict[str, str] = {
     "elmo.options=runs/bilm_es/options.json elmo.weights=runs/bilm_es/weights.hdf5": (
         "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
     ),
-    "python -m ner_app evaluate --model runs/tiny_es/export --input mine_es/test.txt": (
+    "python -m ner_app evaluate --model runs/tiny_es/export --gold mine_es/test.txt": (
         "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
     ),
     **{command: f"{THIS}::test_tiny_pretraining_commands_run" for command in TINY_PRETRAIN},

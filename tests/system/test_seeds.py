@@ -14,7 +14,7 @@ import pytest
 
 import train
 from ner_app.cli.commands import main
-from ner_app.cli.seeds import SeedsError, _CacheGate, parse_seeds
+from ner_app.jobs.seeds import SeedsError, _CacheGate, parse_seeds
 from ner_app.train.layer_store import LayerStore
 from tests.helpers import one_error_line, train_args
 

@@ -78,7 +78,7 @@ TRAIN = (
     "python -m ner_app train --config configs/tiny.yaml output_dir=runs/tiny_es data.dir=mine_es "
     "model.glove=none elmo.options=runs/bilm_es/options.json elmo.weights=runs/bilm_es/weights.hdf5"
 )
-EVALUATE = "python -m ner_app evaluate --model runs/tiny_es/export --input mine_es/test.txt"
+EVALUATE = "python -m ner_app evaluate --model runs/tiny_es/export --gold mine_es/test.txt"
 DOCUMENTED = (PRETRAIN, TRAIN, EVALUATE)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ner_app.cli.commands import main
-from ner_app.cli.predict_workers import worker_count
+from ner_app.jobs.predict_workers import worker_count
 from ner_app.predict import fork_server, workers
 from ner_app.predict.predictor import Predictor
 from ner_app.report.formats import FORMATS

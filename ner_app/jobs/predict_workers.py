@@ -4,15 +4,14 @@ that dies leaves nothing half-written."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ner_app.cli.arguments import Owned
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
+from ner_app.jobs.predict_job import PredictJob
 from ner_app.predict.workers import GroupTagger, WorkerPool, usable_cores
 from ner_app.report.formats import OutputFormat, Target, write_output
 from ner_app.report.predictions_html import entity_types
@@ -33,7 +32,7 @@ def worker_count(asked: int, cores: int | None = None) -> int:
 
 
 def predict_in_workers(
-    args: argparse.Namespace, fmt: OutputFormat, model: str, options: ReadingOptions | None = None
+    args: PredictJob, fmt: OutputFormat, model: str, options: ReadingOptions | None = None
 ) -> int:
     """Tag ``args.input`` with ``args.workers`` processes of the export ``model`` (with ``predict``'s reading
     ``options``) and write ``fmt`` to stdout, or to ``--output``."""
@@ -48,19 +47,16 @@ def predict_in_workers(
 
 
 def _run(
-    args: argparse.Namespace,
+    args: PredictJob,
     fmt: OutputFormat,
     model: str,
     source: BinaryIO,
     name: str,
     options: ReadingOptions | None,
 ) -> int:
+    assert args.workers is not None  # reached with --workers N, N > 1
     workers = worker_count(args.workers)
-    # --batch-size's default belongs to the predictor: read as such it would import torch here, in the main
-    # process, which only reads, orders and writes (None: the workers' predictor keeps its default)
-    batch_size = vars(args)["batch_size"]
-    batch_size = None if isinstance(batch_size, Owned) else batch_size
-    with WorkerPool(workers, model, args.device, batch_size, args.max_tokens, args.threads or 1) as pool:
+    with WorkerPool(workers, model, args.device, args.batch_size, args.max_tokens, args.threads or 1) as pool:
         found = pool.describe()
         target = Target(tuple(entity_types(list(found.tags))), name, Path(model).resolve().name)
         lines = decoded_lines(source, name)

@@ -1,6 +1,5 @@
-"""The commands that turn scores into decisions: ``find-threshold`` (the minimum entity score to keep, chosen
-on gold data) and ``select`` (the sentences to annotate next). Parsers and handlers; the work is in
-``decisions/threshold.py``, ``decisions/selection.py`` and ``tagger/crf/uncertainty.py``."""
+"""``select``: the sentences of a pool to annotate next (active learning; ``decisions/selection.py``,
+``tagger/crf/uncertainty.py``), with the model's predictions in any predict format."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ner_app.cli.arguments import PREDICTOR, Owned, add_model_arguments
+from ner_app.cli.arguments import Owned, add_model_arguments
 from ner_app.errors import NerAppError
 from ner_app.report.formats import format_names
 
@@ -17,35 +16,7 @@ LINES = "lines"  # select's plain output: one selected sentence per line, no pre
 STRATEGY_NAMES = ("margin", "entropy", "least-confidence", "mnlp", "random")
 
 
-def add_find_threshold_parser(commands: argparse._SubParsersAction) -> None:
-    find = commands.add_parser(
-        "find-threshold",
-        help="sweep the minimum entity score on a gold CoNLL file: precision, recall and F1 per threshold",
-        description="Tags a gold CoNLL file once, then drops the entities scoring below each threshold and "
-        "scores the rest as evaluate does (seqeval default mode). Prints a table over a grid of thresholds and "
-        "suggests one: the best F1, or with --precision the lowest threshold whose precision reaches it "
-        "(docs/active_learning.md).",
-    )
-    find.add_argument("--input", required=True, help="a CoNLL file with gold tags in the last column")
-    find.add_argument(
-        "--precision",
-        metavar="P",
-        help="suggest the lowest threshold whose entity precision is at least P, a fraction in (0, 1] "
-        "(default: suggest the best F1)",
-    )
-    find.add_argument(
-        "--json",
-        action="store_true",
-        help="print the grid, every distinct score's row and the suggestion as JSON",
-    )
-    add_model_arguments(
-        find,
-        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
-        "padded tokens a batch holds at most, as predict's (default %(default)s)",
-    )
-
-
-def add_select_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     choose = commands.add_parser(
         "select",
         help="choose the K sentences of a pool to annotate next (active learning), with the model's predictions",
@@ -94,7 +65,7 @@ def add_select_parser(commands: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(
         choose,
-        Owned(PREDICTOR, "Predictor.__init__.batch_size"),
+        Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
         "padded tokens a batch holds at most, as predict's (default %(default)s)",
     )
 
@@ -109,52 +80,9 @@ def _integer(text: str, option: str, low: int | None = None) -> int:
     return value
 
 
-def _fraction(text: str) -> float:
-    """--precision: a fraction in (0, 1]; 95 is refused with the hint that it means 0.95."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise NerAppError(f"--precision {text!r}: expected a fraction in (0, 1], such as 0.95") from None
-    if not 0 < value <= 1:
-        hint = f" ({value:g}% is {value / 100:g})" if 1 < value <= 100 else ""
-        raise NerAppError(f"--precision {text}: expected a fraction in (0, 1], such as 0.95{hint}")
-    return value
-
-
-def find_threshold(args: argparse.Namespace) -> int:
-    import json
-
-    from ner_app.cli.inference import _model, _set_threads, check_device, check_gold_file
-
-    precision = None if args.precision is None else _fraction(args.precision)
-    _set_threads(args)
-    check_device(args.device)
-    check_gold_file(args.input)
-    from ner_app.decisions.threshold import find_threshold as sweep
-    from ner_app.decisions.threshold import suggestion_line, threshold_table
-    from ner_app.predict.predictor import Predictor
-
-    model = _model(args)
-    predictor = Predictor.from_export(
-        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
-    )
-    result = {"model": str(model), **sweep(predictor, args.input, precision)}
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(
-        f"{result['file']}: {result['sentences']:,} sentences, {result['gold_entities']:,} gold entities, "
-        f"{result['predicted_entities']:,} predicted; entities scoring below the minimum are dropped; scores "
-        "in %, conlleval's counting (seqeval default mode)\n"
-    )
-    print(threshold_table(result))
-    print(suggestion_line(result))
-    return 0
-
-
-def select(args: argparse.Namespace) -> int:
-    from ner_app.cli.inference import _model, _set_threads, check_device
+def run(args: argparse.Namespace) -> int:
     from ner_app.files import STDOUT, check_output, write_text
+    from ner_app.jobs.setup import check_device, model_path, set_threads
     from ner_app.report.formats import Target, output_format, write_output
     from ner_app.tagger.crf.uncertainty import STRATEGIES
 
@@ -172,7 +100,7 @@ def select(args: argparse.Namespace) -> int:
     if args.output != STDOUT and out.exists() and out.resolve() == Path(args.input).resolve():
         raise NerAppError(f"--output {out}: is the pool --input; name another file")
     check_output(args.output, "--output")
-    _set_threads(args)
+    set_threads(args.threads)
     check_device(args.device)
     from ner_app.decisions.selection import read_pool, tokens_of
     from ner_app.decisions.selection import select as choose
@@ -188,7 +116,7 @@ def select(args: argparse.Namespace) -> int:
     needs_model = args.strategy != "random" or fmt is not None
     predictor = (
         Predictor.from_export(
-            _model(args), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+            model_path(args.model), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
         )
         if needs_model
         else None

@@ -1,0 +1,89 @@
+"""``evaluate``: an export scored on a gold CoNLL file (``predict/evaluate.py``), entity precision, recall and
+F1 per type."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ner_app.cli.arguments import Owned, add_gold_argument, add_model_arguments
+from ner_app.errors import NerAppError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="score an exported model on a gold CoNLL file: entity precision, recall and F1 per type",
+        description="Tags every sentence of a CoNLL file (token ... gold-tag lines, IOB1 or IOB2) and scores "
+        "the predicted entities against the gold ones as conlleval does (seqeval default mode, the scores of "
+        "metrics.json); --predictions writes the token gold predicted lines conlleval reads.",
+    )
+    add_gold_argument(evaluate, "evaluate", "--input")
+    evaluate.add_argument("--json", action="store_true", help="print the scores as JSON (for scripts)")
+    evaluate.add_argument(
+        "--predictions",
+        metavar="FILE",
+        help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
+    )
+    evaluate.add_argument(
+        "--case-views",
+        action="store_true",
+        help="also score the file lower-cased and upper-cased (gold tags unchanged): a view, P, R, F1 table, "
+        "and case_views in --json; --predictions holds the view as written",
+    )
+    add_model_arguments(
+        evaluate,
+        Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
+        "padded tokens a batch holds at most, as predict's (default %(default)s)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ner_app.cli.common import check_gold_file
+    from ner_app.files import STDOUT, check_output, output_target
+    from ner_app.jobs.setup import check_device, model_path, set_threads
+    from ner_app.predict.evaluate import case_view_table, evaluate_file, score_table
+    from ner_app.predict.predictor import Predictor
+    from ner_app.report.formats import FORMATS, Target, write_output
+    from ner_app.text.case import CASE_VIEWS
+
+    set_threads(args.threads)
+    check_device(args.device)
+    check_gold_file(args.gold, args.gold_option)
+    if args.predictions is not None:
+        out = Path(args.predictions)
+        if out.is_dir():
+            raise NerAppError(f"--predictions {out}: is a folder, expected a file name")
+        if args.predictions != STDOUT and out.exists() and out.resolve() == Path(args.gold).resolve():
+            raise NerAppError(f"--predictions {out}: is the gold file {args.gold_option}; name another file")
+        check_output(args.predictions, "--predictions")
+    # with --predictions -, standard output holds the predictions alone and the scores go to stderr
+    to_stdout = args.predictions is not None and output_target(args.predictions)[0] == "stdout"
+    scores = sys.stderr if to_stdout else sys.stdout
+    model = model_path(args.model)
+    predictor = Predictor.from_export(
+        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+    )
+    result, items = evaluate_file(predictor, args.gold, CASE_VIEWS if args.case_views else CASE_VIEWS[:1])
+    result["model"] = str(model)
+    if args.predictions is not None:
+        write_output(args.predictions, FORMATS["conll"], items, Target())
+    if args.json:
+        print(json.dumps(result, indent=2), file=scores)
+    else:
+        print(
+            f"{result['file']}: {result['sentences']:,} sentences, {result['tokens']:,} tokens, "
+            f"{result['scheme']} tags; entity scores in %, conlleval's counting (seqeval default mode)\n",
+            file=scores,
+        )
+        print(score_table(result), end="", file=scores)
+        if args.case_views:
+            print("\nThe same file lower-cased and upper-cased (gold tags unchanged):\n", file=scores)
+            print(case_view_table(result), end="", file=scores)
+    if args.predictions:
+        where = "standard output" if to_stdout else args.predictions
+        print(f"wrote {where} (token gold predicted)", file=sys.stderr)
+    return 0

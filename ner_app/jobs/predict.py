@@ -1,0 +1,91 @@
+"""``predict``: text or CoNLL tokens read, tagged by an export (in this process or in worker processes) and
+written in a ``--format`` of ``report/formats.py``, to standard output or at once to ``--output``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ner_app.errors import NerAppError
+from ner_app.jobs.predict_job import PredictJob
+from ner_app.jobs.setup import check_device, model_path, set_threads
+
+if TYPE_CHECKING:
+    from ner_app.report.format_types import OutputFormat
+
+
+def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
+    """Before the model loads: --output is not the input (nor a folder holding it), and a file format's output
+    is a file name, a folder format's a folder that is absent, empty or an earlier output of the format."""
+    from ner_app.files import STDOUT, check_output, refuse_foreign
+
+    out = Path(output)
+    if source != "-" and Path(source).exists():
+        inside = out.resolve() == Path(source).resolve() or out.resolve() in Path(source).resolve().parents
+        if inside:
+            raise NerAppError(f"--output {output}: is the input (or holds it); name another path")
+    if fmt.files is not None:
+        if output == STDOUT:
+            raise NerAppError(f"--format {fmt.name} writes a folder of files; --output names a folder, not -")
+        refuse_foreign(out, fmt.is_ours or (lambda _: False), f"a folder of predict --format {fmt.name}")
+    else:
+        check_output(output, "--output")
+
+
+def run_predict(args: PredictJob) -> int:
+    """Tag ``args.input`` with the export and write ``args.format`` to standard output, or to ``args.output``
+    at once (in ``args.workers`` processes when more than 1)."""
+    from ner_app.report.formats import Target, output_format, write_output
+    from ner_app.report.predictions_html import entity_types
+    from ner_app.text.lines import decoded_lines
+
+    fmt = output_format(args.format)
+    if fmt.files is not None and args.output is None:
+        raise NerAppError(f"--format {fmt.name} writes a folder of files: name it with --output DIR")
+    if args.output is not None:
+        _check_predict_output(args.output, args.input, fmt)
+    from ner_app.text.readings import ReadingOptions
+
+    options = ReadingOptions(args.min_score, args.alternatives, args.flag_missed)
+    if fmt.reads == "conll" and options != ReadingOptions():
+        raise NerAppError(
+            f"--min-score, --alternatives and --flag-missed report on entities: they go with --format jsonl or "
+            f"html, not {args.format}"
+        )
+    if args.workers is not None and args.workers > 1:  # N processes: jobs/predict_workers.py
+        from ner_app.jobs.predict_workers import predict_in_workers
+
+        return predict_in_workers(
+            args, fmt, str(model_path(args.model)), options
+        )  # torch only in the workers
+    from ner_app.predict.predictor import Predictor, tag_conll
+
+    set_threads(args.threads)
+    check_device(args.device)
+    from ner_app.text.reliability import note_uncalibrated
+
+    model = model_path(args.model)
+    predictor = Predictor.from_export(
+        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+    )
+    note_uncalibrated(predictor.spec.calibration is not None, str(model))
+    name = "<stdin>" if args.input == "-" else args.input
+    if args.input != "-" and Path(args.input).is_dir():
+        raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
+    target = Target(tuple(entity_types(predictor.tags.itos)), name, model.resolve().name)
+    source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
+    with source:
+        lines = decoded_lines(source, name)  # split on \n only: one output per input line
+        records = (
+            tag_conll(predictor, lines)
+            if fmt.reads == "conll"
+            else predictor.tag_lines(lines, options=options)
+        )
+        if args.output is not None:
+            write_output(args.output, fmt, records, target)
+            print(f"wrote {args.output}", file=sys.stderr)
+            return 0
+        for piece in fmt.write(records, target):
+            sys.stdout.write(piece)
+    return 0

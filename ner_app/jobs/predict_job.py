@@ -1,0 +1,23 @@
+"""What ``predict`` is asked (``PredictJob``): read by ``jobs/predict.py`` and ``jobs/predict_workers.py``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PredictJob:
+    """What ``predict`` was asked: the input, the format and where it goes, the readings and the export."""
+
+    input: str  # a file, or - for standard input
+    format: str  # a name of report/formats.py FORMATS
+    output: str | None  # None: standard output
+    min_score: float
+    alternatives: int
+    flag_missed: float | None
+    workers: int | None
+    model: str | None  # None: the shipped tagger
+    batch_size: int
+    max_tokens: int | None
+    threads: int | None
+    device: str
