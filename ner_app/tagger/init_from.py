@@ -61,7 +61,9 @@ def check_compatible(old: TaggerSpec, new: TaggerSpec, source: str) -> None:
     if names != old_names:
         if [n for n in names if n != "elmo"] == [n for n in old_names if n != "elmo"]:  # the config's switch
             raise refuse("elmo.enabled", "elmo" in names, "elmo" in old_names)
-        raise refuse("model.features", names, old_names, f"; set model.features={old_names} to continue training it")
+        raise refuse(
+            "model.features", names, old_names, f"; set model.features={old_names} to continue training it"
+        )
     for feature, before in zip(new.features, old.features, strict=True):
         problem = feature.continues(before, source)
         if problem:
@@ -166,7 +168,9 @@ def carried_state(
     # matrix on each side, cut back at the new tensors' sizes
     for keys, vocab in joined.items():
         rows = carry(
-            torch.cat([old_state[k] for k in keys]), torch.cat([new_state[k] for k in keys]), [maps[vocab], None]
+            torch.cat([old_state[k] for k in keys]),
+            torch.cat([new_state[k] for k in keys]),
+            [maps[vocab], None],
         )
         start = 0
         for key in keys:

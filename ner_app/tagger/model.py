@@ -179,9 +179,7 @@ def _written_keys(module: nn.Module, state: dict[str, Any], prefix: str, metadat
         state[prefix + _written(key[len(prefix) :])] = value
 
 
-def _read_keys(
-    module: nn.Module, state: dict[str, Any], prefix: str, metadata: Any, *args: Any
-) -> None:
+def _read_keys(module: nn.Module, state: dict[str, Any], prefix: str, metadata: Any, *args: Any) -> None:
     """Load hook: a feature's keys as written (this version's files and every older one) back to the module's."""
     names = cast(BiLstmCrfTagger, module)._feature_keys
     for key in [k for k in state if k.startswith(prefix)]:

@@ -288,7 +288,9 @@ def _read_features(data: Mapping[str, Any], fmt: str, reader: Reader) -> tuple[F
         raise reader.error("elmo", "not a key of this format (ELMo is an entry of 'features')")
     entries = data.get("features")
     if not isinstance(entries, list) or not entries:
-        raise reader.error("features", f"expected a non-empty list of input features, found {type(entries).__name__}")
+        raise reader.error(
+            "features", f"expected a non-empty list of input features, found {type(entries).__name__}"
+        )
     features: list[FeatureSpec] = []
     for i, entry in enumerate(entries):
         where = f"features[{i}]"

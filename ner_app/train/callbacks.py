@@ -39,7 +39,9 @@ class LayerCacheFill(Callback):
         assert isinstance(pl_module, TaggerModule) and isinstance(dm, ConllDataModule)
         for feature in pl_module.spec.features:
             fingerprint = feature.frozen_fingerprint
-            if fingerprint is None or feature.name in dm.layer_caches:  # nothing frozen, or an earlier stage's
+            if (
+                fingerprint is None or feature.name in dm.layer_caches
+            ):  # nothing frozen, or an earlier stage's
                 continue
             source = pl_module.tagger.feature(feature.name).cache_source()
             if source is not None:

@@ -147,7 +147,9 @@ class ConllDataModule(pl.LightningDataModule):
         size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
         contexts: dict[str, list[Context]] = {}
         keys: dict[str, list[bytes]] = {}
-        readers = {f.name: f.document_positions for f in self.spec.features if f.document_positions is not None}
+        readers = {
+            f.name: f.document_positions for f in self.spec.features if f.document_positions is not None
+        }
         for name, positions in readers.items():
             documents = [[data.tokens[i] for i in doc] for doc in self.documents(split)]
             if name in self.layer_caches:

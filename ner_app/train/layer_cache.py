@@ -151,7 +151,10 @@ class LayerCache(LayerStore):
         source = _source(bilm)
         if source.stateful:
             raise LayerCacheError("a stateful biLM's layers depend on earlier batches; they cannot be cached")
-        if (source.num_layers, source.dim) != (self.num_layers, self.dim) or source.fingerprint != self.fingerprint:
+        if (source.num_layers, source.dim) != (
+            self.num_layers,
+            self.dim,
+        ) or source.fingerprint != self.fingerprint:
             raise LayerCacheError(
                 f"this biLM is not the one of the cache {self.root}: its layers would poison it"
             )

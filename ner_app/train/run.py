@@ -151,7 +151,8 @@ def write_reports(
         scores["dev"],
         scores["test"],
         elmo_mix=next(
-            (tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(learned)) for learned in mixes if learned), None
+            (tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(learned)) for learned in mixes if learned),
+            None,
         ),
         bilm_fingerprint=next(iter(fingerprints), None),
         previous_dev=previous_dev,

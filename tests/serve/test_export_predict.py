@@ -74,9 +74,7 @@ def test_plain_loop_equals_lightnings_predict_loop(trained):
     loader = DataLoader(
         list(enumerate(sentences)),  # type: ignore[arg-type]
         batch_sampler=LengthBucketSampler([len(s) for s in sentences], 8, max_tokens=PREDICT_MAX_TOKENS),
-        collate_fn=lambda items: encode_batch(
-            [t for _, t in items], spec.word_vocab, spec.char_vocab, index=[i for i, _ in items]
-        ),
+        collate_fn=lambda items: encode_batch([t for _, t in items], spec, index=[i for i, _ in items]),
     )
     module = TaggerModule(predictor.tagger, spec, gold={})
     lightning: dict[int, tuple[list[str], list[float]]] = {}

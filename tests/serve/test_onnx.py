@@ -74,7 +74,7 @@ def sentences() -> list[list[str]]:
 def emission_gap(
     onnx: OnnxPredictor, tagger: BiLstmCrfTagger, spec: TaggerSpec, batch: list[list[str]]
 ) -> float:
-    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    encoded = encode_batch(batch, spec)
     with torch.no_grad():
         expected = tagger.emissions(encoded).numpy()
     return float(np.abs(onnx.emissions(batch) - expected)[encoded["mask"].numpy()].max())
@@ -251,14 +251,14 @@ def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: s
     tagger = BiLstmCrfTagger.from_spec(spec, bilm)
     with torch.no_grad():
         tagger.crf.transitions.uniform_(-3, 3)  # scores far enough apart that Viterbi has no near-ties
-        for mix in tagger.elmo.scalar_mixes if tagger.elmo is not None else []:
+        for mix in tagger.feature("elmo").elmo.scalar_mixes if "elmo" in tagger.features else []:
             mix.scalar_parameters.uniform_(-1, 1)
     export_onnx(tagger, spec, tmp_path / "onnx")
     assert (tmp_path / "onnx" / "bilm.onnx").exists() == (mixes is not None)
     onnx = OnnxPredictor(tmp_path / "onnx", batch_size=3)
     batch = [s for s in sentences() if 0 < len(s) <= 250]  # no piece cut: one decode per sentence
     assert emission_gap(onnx, tagger.eval(), spec, batch) < 1e-4
-    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    encoded = encode_batch(batch, spec)
     with torch.no_grad():
         paths = tagger.decode(encoded)
     assert [tags for tags, _ in onnx.tag(batch)] == spec.decode_tags(paths, encoded["mask"])

@@ -17,6 +17,7 @@ from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_w
 from ner_app.train.corpus import load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.sampler import LengthBucketSampler
+from tests.helpers import vocab_spec
 
 TRAIN = """-DOCSTART- -X- O O
 
@@ -128,21 +129,24 @@ def test_encode_batch_shapes_padding_and_chars() -> None:
     words = build_word_vocab(sentences)
     chars = build_char_vocab(sentences)
     tags = build_tag_vocab([["S-PER", "O", "O"], ["S-LOC"]], "BIOES")
-    batch = encode_batch(sentences, words, chars, [["S-PER", "O", "O"], ["S-LOC"]], tags, index=[7, 3])
-    assert batch["words"].shape == (2, 3) and batch["words"].dtype == torch.long
-    assert batch["chars"].shape == (2, 3, 30)  # the 40-char token is cut at 30
-    assert batch["elmo_chars"].shape == (2, 3, 50)
-    assert torch.equal(batch["elmo_chars"], batch_to_ids(sentences))
+    spec = vocab_spec(words, chars, tags.itos)
+    batch = encode_batch(sentences, spec, [["S-PER", "O", "O"], ["S-LOC"]], index=[7, 3])
+    inputs = batch["features"]
+    assert inputs["words"]["ids"].shape == (2, 3) and inputs["words"]["ids"].dtype == torch.long
+    assert inputs["chars"]["ids"].shape == (2, 3, 30)  # the 40-char token is cut at 30
+    assert inputs["elmo"]["chars"].shape == (2, 3, 50)
+    assert torch.equal(inputs["elmo"]["chars"], batch_to_ids(sentences))
     assert batch["mask"].dtype == torch.bool and batch["mask"].tolist() == [[True] * 3, [True, False, False]]
     assert batch["index"].tolist() == [7, 3] and batch["tokens"] == sentences
     assert tags.decode(batch["tags"][0].tolist()) == ["S-PER", "O", "O"]
     padding = ~batch["mask"]
-    assert batch["words"][padding].eq(0).all() and batch["chars"][padding].eq(0).all()
-    assert batch["chars"][1, 0].tolist()[:5] == chars.encode(list("Bonn")) + [0]
-    small = encode_batch([["a", "bb"]], words, chars)
-    assert small["chars"].shape == (1, 2, 2) and "tags" not in small and small["index"].tolist() == [0]
+    assert inputs["words"]["ids"][padding].eq(0).all() and inputs["chars"]["ids"][padding].eq(0).all()
+    assert inputs["chars"]["ids"][1, 0].tolist()[:5] == chars.encode(list("Bonn")) + [0]
+    small = encode_batch([["a", "bb"]], spec)
+    assert small["features"]["chars"]["ids"].shape == (1, 2, 2) and "tags" not in small
+    assert small["index"].tolist() == [0]
     with pytest.raises(ValueError, match="no empty sentences"):
-        encode_batch([["a"], []], words, chars)
+        encode_batch([["a"], []], spec)
 
 
 # --- LengthBucketSampler --------------------------------------------------------------------------------

@@ -64,7 +64,9 @@ class CacheSource:
     num_layers: int
     dim: int
     stateful: bool
-    sentence_layers: Callable[[Sequence[Sequence[str]], torch.device], tuple[list[torch.Tensor], torch.Tensor]]
+    sentence_layers: Callable[
+        [Sequence[Sequence[str]], torch.device], tuple[list[torch.Tensor], torch.Tensor]
+    ]
     stream_layers: Callable[[Sequence[Stream]], list[list[torch.Tensor]]] | None = None
 
     @functools.cached_property
@@ -181,7 +183,5 @@ def register_feature(cls: type[_S]) -> type[_S]:
 def feature_class(name: object, key: str, error: type[NerAppError] = FeatureError) -> type[FeatureSpec]:
     """The spec class registered as ``name``; ``error`` names ``key`` and the known names otherwise."""
     if not isinstance(name, str) or name not in FEATURES:
-        raise error(
-            f"{key}: unknown input feature {name!r}; expected one of {', '.join(sorted(FEATURES))}"
-        )
+        raise error(f"{key}: unknown input feature {name!r}; expected one of {', '.join(sorted(FEATURES))}")
     return FEATURES[name]

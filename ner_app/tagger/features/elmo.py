@@ -125,7 +125,9 @@ class ElmoRef(FeatureSpec):
         if not e.options or not e.weights:
             from ner_app.config.schema import ConfigError
 
-            raise ConfigError("the elmo feature needs elmo.options and elmo.weights (paths to options.json and hdf5)")
+            raise ConfigError(
+                "the elmo feature needs elmo.options and elmo.weights (paths to options.json and hdf5)"
+            )
         bilm = load_bilm(e.options, e.weights)
         ref = cls(
             options=str(Path(e.options).resolve()),

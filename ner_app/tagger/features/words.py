@@ -11,7 +11,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ner_app.tagger.features.base import FeatureInputs, FeatureOutput, FeatureSpec, InputFeature, register_feature
+from ner_app.tagger.features.base import (
+    FeatureInputs,
+    FeatureOutput,
+    FeatureSpec,
+    InputFeature,
+    register_feature,
+)
 
 if TYPE_CHECKING:
     from ner_app.tagger.spec import TaggerSpec
