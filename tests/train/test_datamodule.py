@@ -253,16 +253,16 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
     batches = list(dm.train_dataloader())
     assert sorted(i for b in batches for i in b["index"].tolist()) == [0, 1, 2, 3]
     for batch in batches:
-        size, longest = batch["words"].shape
+        size, longest = batch["features"]["words"]["ids"].shape
         lengths = [len(t) for t in batch["tokens"]]
         assert longest == max(lengths)
         assert batch["mask"].sum(1).tolist() == lengths
-        assert batch["chars"].shape == (
+        assert batch["features"]["chars"]["ids"].shape == (
             size,
             longest,
             min(30, max(len(t) for s in batch["tokens"] for t in s)),
         )
-        assert "elmo_chars" not in batch  # no biLM reads them (a spec without ELMo)
+        assert "elmo" not in batch["features"]  # no biLM reads them (a spec without ELMo)
         assert batch["partial"] is False  # every tag annotated
         assert batch["tags"].shape == (size, longest) and batch["tags"][~batch["mask"]].eq(0).all()
         for row, i in enumerate(batch["index"].tolist()):
@@ -270,7 +270,7 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
 
     val = list(dm.val_dataloader())
     assert [b["index"].tolist() for b in val] == [[1, 0]]  # sorted by length, no shuffle
-    assert val[0]["words"][1].tolist() == [
+    assert val[0]["features"]["words"]["ids"][1].tolist() == [
         dm.spec.word_vocab.stoi["peter"],
         dm.spec.word_vocab.stoi["met"],
         1,
@@ -298,7 +298,7 @@ def test_datamodule_bio_and_options(tmp_path: Path) -> None:
     ]
     rare = make(tmp_path / "data", min_word_count=2)
     assert len(rare.spec.word_vocab) == 2  # no train token occurs twice: only <pad> and <unk>
-    assert next(iter(dm.dataloader("dev", batch_size=1)))["words"].shape[0] == 1
+    assert next(iter(dm.dataloader("dev", batch_size=1)))["features"]["words"]["ids"].shape[0] == 1
     with pytest.raises(KeyError, match="unknown split 'dev2'"):
         dm.dataloader("dev2")
 
