@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
 from ner_app.reading import read_json
+from ner_app.tagger.features import FEATURES
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
     PACKAGE,
@@ -37,7 +38,6 @@ from ner_app.tagger.integrity import (
     verify_integrity,
 )
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.features import FEATURES
 from ner_app.tagger.spec import SPEC_FORMAT, SpecError, TaggerSpec
 
 MAX_SPEC_BYTES = 1 << 29  # tagger.json: vocabularies of up to MAX_VOCAB entries

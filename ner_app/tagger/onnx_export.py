@@ -106,11 +106,11 @@ def export_onnx(
     out = Path(output_dir)
     ort = require_onnxruntime()
     refuse_foreign(out, is_onnx_export, "an ONNX export")
-    names = [f.name for f in spec.features]
-    if names not in (["words", "chars"], ["words", "chars", "elmo"]):
+    features = [f.name for f in spec.features]
+    if features not in (["words", "chars"], ["words", "chars", "elmo"]):
         raise OnnxExportError(
             f"{out}: the ONNX export covers taggers whose input features are words, chars and optionally elmo "
-            f"(this one has {', '.join(names)})"
+            f"(this one has {', '.join(features)})"
         )
     if any(f.document_positions is not None for f in spec.features):
         raise OnnxExportError(

@@ -272,6 +272,7 @@ def frozen_fingerprints(data: Any) -> dict[str, str]:
     feature, read without building the spec (a checkpoint's: its 400k words are not needed for this)."""
     if not isinstance(data, Mapping):
         return {}
+    entries: list[Mapping[str, Any]]
     if data.get("format") != SPEC_FORMAT:  # /1, /2: ELMo's entry
         entries = [{**data["elmo"], "name": "elmo"}] if isinstance(data.get("elmo"), Mapping) else []
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
@@ -46,7 +47,7 @@ class LayerCacheFill(Callback):
             source = pl_module.tagger.feature(feature.name).cache_source()
             if source is not None:
                 # the spec's fingerprint: the encoder's weights were checked against it when they were loaded
-                source = dataclasses.replace(source, fingerprint_of=lambda f=fingerprint: f)
+                source = dataclasses.replace(source, fingerprint_of=_constant(fingerprint))
                 dm.use_layer_cache(self._filled(trainer, dm, feature, source), feature.name)
 
     def _filled(
@@ -105,6 +106,10 @@ class LayerCacheFill(Callback):
         if trainer.local_rank != 0:  # opened after the fill, so that it sees every sentence
             cache = LayerCache.for_source(self.directory, source)
         return cache
+
+
+def _constant(value: str) -> Callable[[], str]:
+    return lambda: value
 
 
 def train_throughput() -> TrainingThroughput:

@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ner_app.bilm.document import document_contexts, document_keys
-from ner_app.tagger.features import FeatureError
 from ner_app.tagger.batch import Batch, Context, batch_to, encode_batch
+from ner_app.tagger.features import FeatureError
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import check_budget
 from ner_app.text.case import CaseView, case_view

@@ -31,9 +31,9 @@ from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, r
 from ner_app.runtime.trainer import build_trainer, require_logger
 from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.export import export_model
-from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.features import FeatureSpec, InputFeature, feature_class
 from ner_app.tagger.features.words import WordEmbedding
+from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions

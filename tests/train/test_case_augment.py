@@ -102,7 +102,9 @@ def test_training_batches_show_the_view_to_words_chars_and_elmo(tmp_path: Path) 
             seen.add(views[i])
             assert batch["tokens"][row] == shown and shown != original
             n = len(shown)
-            assert batch["features"]["words"]["ids"][row, :n].tolist() == dm.spec.word_vocab.encode(shown)  # a cased vocabulary
+            assert batch["features"]["words"]["ids"][row, :n].tolist() == dm.spec.word_vocab.encode(
+                shown
+            )  # a cased vocabulary
             width = batch["features"]["chars"]["ids"].shape[2]
             for j, token in enumerate(shown):
                 ids = dm.spec.char_vocab.encode(token[:width])
