@@ -289,10 +289,10 @@ def run(args: argparse.Namespace, work: Path) -> None:
     # -- training: the same first N batches of the shuffled epoch with and without the cache, then a full epoch --
     clocks: dict[bool, Clock] = {}
     for cached in (True, False):
-        dm.layer_cache = cache if cached else None  # the collator takes it when the loader is made
+        dm.layer_caches = {"elmo": cache} if cached else {}  # the collator takes it when the loader is made
         fit(module, dm, cfg, 1)  # warm-up
         clocks[cached] = fit(module, dm, cfg, args.no_cache_batches)
-    dm.layer_cache = cache
+    dm.layer_caches = {"elmo": cache}
     epoch = fit(module, dm, cfg, None).seconds
     with_s, without_s, n = clocks[True].seconds, clocks[False].seconds, clocks[True].sentences
     without_epoch = without_s / n * len(train)
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     # -- evaluation (decode on valid) --
     rates = {}
     for cached in (True, False):
-        dm.layer_cache = cache if cached else None
+        dm.layer_caches = {"elmo": cache} if cached else {}
         rates[cached] = decode(module, dm, cfg)
 
     # -- predict: export, load, predict_texts on detokenised test sentences (the biLM runs; no cache) --

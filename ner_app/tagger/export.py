@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
 from ner_app.reading import read_json
-from ner_app.tagger.features import FEATURES
+from ner_app.tagger.features import FEATURES, FeatureError
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
     PACKAGE,
@@ -65,7 +65,14 @@ def inside(root: Path, relative: str, source: str) -> Path:
 def load_resources(spec: TaggerSpec, root: Path, source: str, closed: bool = True) -> dict[str, Any]:
     """What the spec's features need from their own files (e.g. the biLM, checked against its fingerprint), by
     name; paths taken relative to ``root`` (and, ``closed``, confined to it: an export)."""
-    found = {f.name: f.load(root, source, closed) for f in spec.features}
+
+    def path_of(relative: str) -> Path:
+        return inside(root, relative, source) if closed else root / relative
+
+    try:
+        found = {f.name: f.load(path_of, source) for f in spec.features}
+    except FeatureError as err:
+        raise ExportError(str(err)) from None
     return {name: resource for name, resource in found.items() if resource is not None}
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from ner_app.errors import NerAppError
 from ner_app.records import Reader, hints, read_value
 from ner_app.tagger.features import FeatureSpec, feature_class
+from ner_app.tagger.features.base import SpecError
 from ner_app.tagger.features.chars import CharsRef
 from ner_app.tagger.features.elmo import ElmoRef
 from ner_app.tagger.features.words import WordsRef
@@ -31,10 +31,6 @@ SPEC_FORMAT = "ner_app.tagger/3"
 # /1 and /2: the input was always words and chars, and ELMo when "elmo" is not null (/1: untyped, as /2)
 READABLE_FORMATS = ("ner_app.tagger/1", "ner_app.tagger/2", SPEC_FORMAT)
 BASE_FEATURES: tuple[FeatureSpec, ...] = (WordsRef(), CharsRef())  # what every tagger before /3 had
-
-
-class SpecError(NerAppError):
-    """A ``tagger.json`` (or the spec inside a checkpoint) that does not describe a tagger."""
 
 
 @dataclass(frozen=True)

@@ -22,24 +22,56 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 import torch
 from torch import nn
 
 from ner_app.errors import NerAppError
 from ner_app.records import Reader, read_record
+from ner_app.text.vocab import Vocab
 
 if TYPE_CHECKING:
     from ner_app.config.schema import TrainConfig
-    from ner_app.tagger.spec import TaggerSpec
 
 FeatureInputs = dict[str, Any]  # a feature's host tensors for a batch (tensors, lists of tensors, contexts)
 Stream = tuple[tuple[str, ...], ...]  # the sentences a frozen encoder reads as one stream (document context)
 
 
 class FeatureError(NerAppError):
-    """An input feature name that no registered feature has, or a feature that cannot be built."""
+    """An input feature name that no registered feature has, or a feature's files that do not fit it."""
+
+
+class SpecError(NerAppError):
+    """A ``tagger.json`` (or the spec inside a checkpoint) that does not describe a tagger."""
+
+
+class Sizes(Protocol):
+    """The tagger's sizes that the built-in features read (``TaggerSizes``)."""
+
+    @property
+    def word_dim(self) -> int: ...
+    @property
+    def char_dim(self) -> int: ...
+    @property
+    def char_filters(self) -> int: ...
+    @property
+    def char_width(self) -> int: ...
+
+
+class SpecView(Protocol):
+    """What a feature reads of the ``TaggerSpec`` it belongs to: sizes and vocabularies."""
+
+    @property
+    def sizes(self) -> Sizes: ...
+    @property
+    def word_vocab(self) -> Vocab: ...
+    @property
+    def char_vocab(self) -> Vocab: ...
+    @property
+    def num_trainable_words(self) -> int: ...
+    @property
+    def max_word_chars(self) -> int: ...
 
 
 class FeatureOutput(NamedTuple):
@@ -135,11 +167,11 @@ class FeatureSpec:
         return None
 
     # ------------------------------------------------------------------------------ the model
-    def build(self, spec: TaggerSpec, resource: Any) -> InputFeature:  # pragma: no cover - the protocol
+    def build(self, spec: SpecView, resource: Any) -> InputFeature:  # pragma: no cover - the protocol
         """A freshly initialised module of this feature (``resource``: ``from_config``'s or ``load``'s)."""
         raise NotImplementedError
 
-    def encode(self, sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> FeatureInputs:
+    def encode(self, sentences: Sequence[Sequence[str]], spec: SpecView) -> FeatureInputs:
         """The host tensors of a batch of non-empty sentences (padded to the longest, T)."""
         raise NotImplementedError  # pragma: no cover - the protocol
 
@@ -154,9 +186,10 @@ class FeatureSpec:
         return None
 
     # ------------------------------------------------------------------------------ files
-    def load(self, root: Path, source: str, closed: bool) -> Any:
-        """The resource ``build`` needs from the feature's files, paths taken relative to ``root`` (``closed``:
-        confined to it, an export); None when it has no files."""
+    def load(self, path_of: Callable[[str], Path], source: str) -> Any:
+        """The resource ``build`` needs from the feature's files (``path_of``: where a path the spec records is,
+        checked to stay inside an export), ``FeatureError`` naming ``source`` when they do not fit; None when
+        it has no files."""
         return None
 
     def exported(self, module: InputFeature, folder: Path) -> FeatureSpec:

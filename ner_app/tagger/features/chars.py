@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,11 +15,9 @@ from ner_app.tagger.features.base import (
     FeatureOutput,
     FeatureSpec,
     InputFeature,
+    SpecView,
     register_feature,
 )
-
-if TYPE_CHECKING:
-    from ner_app.tagger.spec import TaggerSpec
 
 
 class CharFeature(InputFeature):
@@ -34,7 +32,7 @@ class CharFeature(InputFeature):
         return FeatureOutput(self.char_cnn(inputs["ids"]))
 
 
-def char_ids(sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> torch.Tensor:
+def char_ids(sentences: Sequence[Sequence[str]], spec: SpecView) -> torch.Tensor:
     """Char ids (B, T, W), W the longest token capped at ``spec.max_word_chars``; 0 at padding."""
     vocab = spec.char_vocab
     width = max(1, min(max(len(t) for s in sentences for t in s), spec.max_word_chars))
@@ -54,9 +52,9 @@ class CharsRef(FeatureSpec):
     name = "chars"
     vocab_axes = {"char_cnn.embed.weight": ("chars", None)}  # (C, char_dim)
 
-    def build(self, spec: TaggerSpec, resource: Any) -> CharFeature:
+    def build(self, spec: SpecView, resource: Any) -> CharFeature:
         s = spec.sizes
         return CharFeature(len(spec.char_vocab), s.char_dim, s.char_filters, s.char_width)
 
-    def encode(self, sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> FeatureInputs:
+    def encode(self, sentences: Sequence[Sequence[str]], spec: SpecView) -> FeatureInputs:
         return {"ids": char_ids(sentences, spec)}

@@ -10,7 +10,7 @@ layers come from the biLM, from the layer cache (``layers`` and ``mask`` in the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,17 +24,19 @@ from ner_app.bilm.elmo import Elmo
 from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.tagger.features.base import (
     CacheSource,
+    FeatureError,
     FeatureInputs,
     FeatureOutput,
     FeatureSpec,
     InputFeature,
+    SpecError,
+    SpecView,
     Stream,
     register_feature,
 )
 
 if TYPE_CHECKING:
     from ner_app.config.schema import TrainConfig
-    from ner_app.tagger.spec import TaggerSpec
 
 
 class ElmoFeature(InputFeature):
@@ -149,16 +151,14 @@ class ElmoRef(FeatureSpec):
             return f"key '{key}.context': expected 'sentence' or 'document', found {self.context!r}"
         return None
 
-    def build(self, spec: TaggerSpec, resource: Any) -> ElmoFeature:
+    def build(self, spec: SpecView, resource: Any) -> ElmoFeature:
         if not isinstance(resource, BidirectionalLM):
-            from ner_app.tagger.spec import SpecError
-
             raise SpecError("this tagger was trained with ELMo: a biLM is needed to build it")
         mixes = 2 if self.at_output else 1
         elmo = Elmo(resource, mixes, dropout=self.dropout, do_layer_norm=self.do_layer_norm)
         return ElmoFeature(elmo, self.at_output)
 
-    def encode(self, sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> FeatureInputs:
+    def encode(self, sentences: Sequence[Sequence[str]], spec: SpecView) -> FeatureInputs:
         return {"chars": batch_to_ids(sentences)}  # (B, T, 50)
 
     @property
@@ -169,17 +169,12 @@ class ElmoRef(FeatureSpec):
     def frozen_fingerprint(self) -> str:
         return self.fingerprint
 
-    def load(self, root: Path, source: str, closed: bool) -> BidirectionalLM:
+    def load(self, path_of: Callable[[str], Path], source: str) -> BidirectionalLM:
         """The biLM, checked against the fingerprint."""
-        from ner_app.tagger.export import ExportError, inside
-
-        options, weights = root / self.options, root / self.weights
-        if closed:
-            options, weights = inside(root, self.options, source), inside(root, self.weights, source)
-        bilm = load_bilm(options, weights)
+        bilm = load_bilm(path_of(self.options), path_of(self.weights))
         found = bilm_fingerprint(bilm)
         if self.fingerprint != found:
-            raise ExportError(
+            raise FeatureError(
                 f"{source}: the biLM weights differ from those the tagger was trained with "
                 f"(fingerprint {found[:16]}..., expected {self.fingerprint[:16]}...)"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,11 +16,9 @@ from ner_app.tagger.features.base import (
     FeatureOutput,
     FeatureSpec,
     InputFeature,
+    SpecView,
     register_feature,
 )
-
-if TYPE_CHECKING:
-    from ner_app.tagger.spec import TaggerSpec
 
 
 class WordEmbedding(InputFeature):
@@ -55,7 +53,7 @@ class WordEmbedding(InputFeature):
         return FeatureOutput(self.embed_words(inputs["ids"]))
 
 
-def word_ids(sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> torch.Tensor:
+def word_ids(sentences: Sequence[Sequence[str]], spec: SpecView) -> torch.Tensor:
     """Word ids (B, T), 0 at padding."""
     vocab = spec.word_vocab
     # built in numpy: multi-threaded torch fills of small tensors were ~100x slower on a busy 2-core machine
@@ -73,9 +71,9 @@ class WordsRef(FeatureSpec):
     name = "words"
     joined_rows = {("word_embed.weight", "frozen_word_vectors"): "words"}
 
-    def build(self, spec: TaggerSpec, resource: Any) -> WordEmbedding:
+    def build(self, spec: SpecView, resource: Any) -> WordEmbedding:
         trainable = spec.num_trainable_words
         return WordEmbedding(trainable, spec.sizes.word_dim, len(spec.word_vocab) - trainable)
 
-    def encode(self, sentences: Sequence[Sequence[str]], spec: TaggerSpec) -> FeatureInputs:
+    def encode(self, sentences: Sequence[Sequence[str]], spec: SpecView) -> FeatureInputs:
         return {"ids": word_ids(sentences, spec)}
