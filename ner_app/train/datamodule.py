@@ -9,8 +9,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, batch_to, encode_batch
+from ner_app.tagger.contexts import feature_contexts, feature_keys
 from ner_app.tagger.features import FeatureError
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import check_budget
@@ -145,17 +145,9 @@ class ConllDataModule(pl.LightningDataModule):
             raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
         data = self.splits[split]
         size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
-        contexts: dict[str, list[Context]] = {}
-        keys: dict[str, list[bytes]] = {}
-        readers = {
-            f.name: f.document_positions for f in self.spec.features if f.document_positions is not None
-        }
-        for name, positions in readers.items():
-            documents = [[data.tokens[i] for i in doc] for doc in self.documents(split)]
-            if name in self.layer_caches:
-                keys[name] = [key for d in documents for key in document_keys(d, positions)]
-            else:
-                contexts[name] = [c for d in documents for c in document_contexts(d, positions)]
+        # document context (docs/document_context.md): each sentence's stream, or its layer-cache key
+        contexts = feature_contexts(self.spec, data.tokens, data.docs, self.layer_caches)
+        keys = feature_keys(self.spec, data.tokens, data.docs, self.layer_caches)
         replicas, rank = self._replicas()
         budget = self.max_tokens if split == "train" else self.eval_max_tokens
         sampler = LengthBucketSampler(
@@ -168,7 +160,7 @@ class ConllDataModule(pl.LightningDataModule):
             max_tokens=budget,
         )
         augment = split == "train" and shuffle and self.case_augment > 0
-        if augment and readers:
+        if augment and (contexts or keys):
             raise ValueError("case augmentation reads sentences alone: it needs ELMo in sentence context")
         return DataLoader(
             _CaseViewDataset(data) if augment else _SplitDataset(data),
