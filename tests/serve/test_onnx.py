@@ -248,7 +248,7 @@ def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: s
         )
     spec = random_spec(elmo, scheme)
     torch.manual_seed(3)
-    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
+    tagger = BiLstmCrfTagger.from_spec(spec, {"elmo": bilm})
     with torch.no_grad():
         tagger.crf.transitions.uniform_(-3, 3)  # scores far enough apart that Viterbi has no near-ties
         for mix in tagger.feature("elmo").elmo.scalar_mixes if "elmo" in tagger.features else []:
@@ -337,7 +337,7 @@ def test_a_document_context_tagger_is_refused(tmp_path: Path) -> None:
     bilm = random_bilm()
     spec = random_spec(ElmoRef("o", "w", bilm_fingerprint(bilm), 0.0, False, context="document"))
     with pytest.raises(OnnxExportError, match="reads whole documents"):
-        export_onnx(BiLstmCrfTagger.from_spec(spec, bilm), spec, tmp_path / "onnx")
+        export_onnx(BiLstmCrfTagger.from_spec(spec, {"elmo": bilm}), spec, tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
 
 
