@@ -47,7 +47,7 @@ from ner_app.train.corpus import load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.layer_cache import LayerCache
 from ner_app.train.module import TaggerModule
-from ner_app.train.run import build_spec, build_tagger, load_elmo
+from ner_app.train.run import build_spec, build_tagger, load_features
 
 # UNTESTED: the CUDA path (biLM, cache fill and tagger on the GPU, bf16-mixed) was written without a GPU to
 # run it on; only the CPU path has been run.
@@ -249,17 +249,16 @@ def run(args: argparse.Namespace, work: Path) -> None:
     corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences)
     torch.manual_seed(cfg.seed)
     start = timer()
-    bilm_, elmo_ref = load_elmo(cfg)
-    spec = build_spec(cfg, corpus, elmo_ref, None)
+    features, resources = load_features(cfg)
+    spec = build_spec(cfg, corpus, features, None)
     dm = ConllDataModule(
         corpus, spec, batch_size=d.batch_size, eval_batch_size=d.eval_batch_size, seed=cfg.seed
     )
-    tagger = build_tagger(cfg, spec, bilm_, corpus, None)
+    tagger = build_tagger(cfg, spec, resources, corpus, None)
     gold = {split: corpus.splits[split].source_tags for split in ("dev", "test")}
     module = TaggerModule(tagger, spec, gold, lr=cfg.optim.lr, l2_coef=cfg.elmo.l2_coef)
     one_time.append(("build tagger (biLM read from hdf5), s", f"{timer() - start:.1f}"))
-    assert tagger.elmo is not None
-    bilm = tagger.elmo.bilm.to(DEVICE)
+    bilm = tagger.feature("elmo").elmo.bilm.to(DEVICE)
     n_params = sum(p.numel() for p in bilm.parameters())
     check_size(args.bilm, n_params)
     train = dm.splits["train"].tokens
@@ -290,10 +289,10 @@ def run(args: argparse.Namespace, work: Path) -> None:
     # -- training: the same first N batches of the shuffled epoch with and without the cache, then a full epoch --
     clocks: dict[bool, Clock] = {}
     for cached in (True, False):
-        dm.layer_cache = cache if cached else None  # the collator takes it when the loader is made
+        dm.layer_caches = {"elmo": cache} if cached else {}  # the collator takes it when the loader is made
         fit(module, dm, cfg, 1)  # warm-up
         clocks[cached] = fit(module, dm, cfg, args.no_cache_batches)
-    dm.layer_cache = cache
+    dm.layer_caches = {"elmo": cache}
     epoch = fit(module, dm, cfg, None).seconds
     with_s, without_s, n = clocks[True].seconds, clocks[False].seconds, clocks[True].sentences
     without_epoch = without_s / n * len(train)
@@ -301,7 +300,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     # -- evaluation (decode on valid) --
     rates = {}
     for cached in (True, False):
-        dm.layer_cache = cache if cached else None
+        dm.layer_caches = {"elmo": cache} if cached else {}
         rates[cached] = decode(module, dm, cfg)
 
     # -- predict: export, load, predict_texts on detokenised test sentences (the biLM runs; no cache) --

@@ -22,13 +22,21 @@ import torch
 from benchmarks.common import ROOT, SHARED, interleaved, machine, print_table
 from ner_app.config.schema import ModelConfig
 from ner_app.tagger import char_features
-from ner_app.tagger.batch import encode_batch
+from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.char_features import WordCharCNN
+from ner_app.tagger.features.chars import char_ids
 from ner_app.text.conll import read_conll
 from ner_app.text.vocab import Vocab, build_char_vocab, build_word_vocab
 from ner_app.train.sampler import LengthBucketSampler
 
 BUDGET = 8192  # data.max_tokens_per_batch's default
+
+
+class _VocabView:
+    """What ``char_ids`` reads of a spec: the char vocabulary and the width cap."""
+
+    def __init__(self, words: Vocab, chars: Vocab) -> None:
+        self.word_vocab, self.char_vocab, self.max_word_chars = words, chars, MAX_WORD_CHARS
 
 
 def training_batches(
@@ -38,8 +46,8 @@ def training_batches(
     sampler = LengthBucketSampler([len(s) for s in sentences], size, shuffle=True, seed=1, max_tokens=BUDGET)
     batches = []
     for indices in sampler:
-        batch = encode_batch([sentences[i] for i in indices], words, chars, elmo_chars=False)
-        batches.append(batch["chars"])
+        chosen = [sentences[i] for i in indices]
+        batches.append(char_ids(chosen, _VocabView(words, chars)))
         if len(batches) == count:
             break
     return batches

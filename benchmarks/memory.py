@@ -84,7 +84,7 @@ def write_export(folder: Path, data: Path) -> Path:
     from ner_app.config.load import load_config
     from ner_app.tagger.export import export_model
     from ner_app.train.corpus import load_corpus
-    from ner_app.train.run import build_spec, build_tagger, load_elmo
+    from ner_app.train.run import build_spec, build_tagger, load_features
 
     cfg = load_config(
         ROOT / "configs/conll2003_elmo.yaml",
@@ -96,9 +96,9 @@ def write_export(folder: Path, data: Path) -> Path:
         ],
     )
     corpus = load_corpus(cfg.data.dir, None, cfg.data.scheme)
-    bilm, ref = load_elmo(cfg)
-    spec = build_spec(cfg, corpus, ref, None)
-    return export_model(build_tagger(cfg, spec, bilm, corpus, None), spec, folder)
+    features, resources = load_features(cfg)
+    spec = build_spec(cfg, corpus, features, None)
+    return export_model(build_tagger(cfg, spec, resources, corpus, None), spec, folder)
 
 
 # ------------------------------------------------------------------------------------------- one cell

@@ -66,11 +66,13 @@ def build_export(folder: Path) -> tuple[Path, str]:
         shape, [s.tokens for s in train], tags, "BIOES", "IOB1", pretrained_words=words, elmo=elmo
     )
     torch.manual_seed(0)
-    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
+    tagger = BiLstmCrfTagger.from_spec(spec, {"elmo": bilm})
     if (
         glove is not None
     ):  # GloVe's rows, as training starts from them (the export then refers to the package)
-        tagger.init_word_embeddings(embedding_matrix(spec.word_vocab, *glove, m.word_dim, seed=0)[0])
+        tagger.feature("words").init_word_embeddings(
+            embedding_matrix(spec.word_vocab, *glove, m.word_dim, seed=0)[0]
+        )
     export_model(tagger, spec, folder)
     what = f"{len(spec.word_vocab):,} words ({len(spec.word_vocab) - spec.num_trainable_words:,} frozen GloVe rows)"
     return folder, f"vocabulary of {source.name} train, {what}"
@@ -145,14 +147,21 @@ def parts(
     """The parts on one batch: the biLM, the tagger from the biLM's layers, and the CRF (decode + marginals).
     ``mixed``: the batch is the first sentences in file order (mixed lengths), not one predict would make."""
     tagger, spec = torch_predictor.tagger, torch_predictor.spec
-    assert tagger.elmo is not None and onnx.bilm_graph is not None
-    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    assert onnx.bilm_graph is not None
+    bilm = tagger.feature("elmo").elmo.bilm
+    encoded = encode_batch(batch, spec)
+    inputs = encoded["features"]
     with torch.no_grad():
-        out = tagger.elmo.bilm(encoded["elmo_chars"])
-        emissions = tagger.emissions({**encoded, "elmo_layers": out.layers, "elmo_mask": out.mask})
-    char_ids = add_sentence_boundaries(encoded["elmo_chars"])[0].numpy()
+        out = bilm(inputs["elmo"]["chars"])
+        cached = {**encoded, "features": {**inputs, "elmo": {"layers": out.layers, "mask": out.mask}}}
+        emissions = tagger.emissions(cached)
+    char_ids = add_sentence_boundaries(inputs["elmo"]["chars"])[0].numpy()
     layers = onnx.bilm_graph.run(None, {"char_ids": char_ids})[0]
-    feeds = {"words": encoded["words"].numpy(), "chars": encoded["chars"].numpy(), "layers": layers}
+    feeds = {
+        "words": inputs["words"]["ids"].numpy(),
+        "chars": inputs["chars"]["ids"].numpy(),
+        "layers": layers,
+    }
     lengths, scores = encoded["mask"].sum(1).numpy(), emissions.numpy()
 
     @torch.no_grad()
@@ -168,13 +177,11 @@ def parts(
     kind = "mixed lengths (the first sentences)" if mixed else "the median length"
     steps = {
         f"biLM, one batch of {kind} ({len(batch)} sentences, {tokens} tokens)": (
-            lambda: torch.no_grad()(tagger.elmo.bilm)(encoded["elmo_chars"]),
+            lambda: torch.no_grad()(bilm)(inputs["elmo"]["chars"]),
             lambda: onnx.bilm_graph.run(None, {"char_ids": char_ids}),
         ),
         "tagger from the biLM's layers, one batch": (
-            lambda: torch.no_grad()(tagger.emissions)(
-                {**encoded, "elmo_layers": out.layers, "elmo_mask": out.mask}
-            ),
+            lambda: torch.no_grad()(tagger.emissions)(cached),
             lambda: onnx.tagger_graph.run(None, feeds),
         ),
         "CRF Viterbi + marginals, one batch": (torch_crf, numpy_crf),

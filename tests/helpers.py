@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ import torch
 
 from ner_app.bilm.options import BilmOptions
 from ner_app.cli.commands import main
+from ner_app.tagger.features.elmo import ElmoRef
 from ner_app.tagger.integrity import integrity_record
+from ner_app.tagger.spec import BASE_FEATURES, TaggerSizes, TaggerSpec, VocabSpec
+from ner_app.text.vocab import Vocab
 
 REPO = Path(__file__).resolve().parents[1]  # the repository root
 SHARED = Path(os.environ.get("NER_SHARED", REPO.parent / "shared"))
@@ -57,6 +61,28 @@ def random_bilm(options: BilmOptions = TINY_OPTIONS, seed: int = 0, scale: float
 
 
 NOUNS, ADJS, VERBS = ["cat", "dog", "bird", "fish"], ["big", "small", "red", "old"], ["sees", "likes", "eats"]
+
+
+def vocab_spec(
+    words: Vocab, chars: Vocab, tags: Sequence[str], max_word_chars: int = 30, elmo: bool = True
+) -> TaggerSpec:
+    """A ``TaggerSpec`` around ready vocabularies (``Vocab`` words and chars, a tag list), for ``encode_batch``:
+    words, chars and (``elmo``) a stand-in ELMo entry, whose char ids every batch then carries."""
+    sizes = TaggerSizes(
+        word_dim=6, char_dim=4, char_filters=5, char_width=3, lstm_hidden=7, lstm_layers=2, dropout=0.5
+    )
+    ref = ElmoRef("options.json", "weights.hdf5", "0" * 64, 0.0, False)
+    return TaggerSpec(
+        sizes=sizes,
+        words=VocabSpec.of(words),
+        num_trainable_words=len(words),
+        chars=VocabSpec.of(chars),
+        tags=VocabSpec(tuple(tags), False, False),
+        scheme="BIOES",
+        source_scheme="BIOES",
+        max_word_chars=max_word_chars,
+        features=(*BASE_FEATURES, *([ref] if elmo else [])),
+    )
 
 
 def grammar_sentence(rng: random.Random) -> str:

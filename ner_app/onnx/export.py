@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ from ner_app.onnx.quantize import INT8_TOLERANCE, check_quantize, quantize_graph
 from ner_app.records import canonical_sha256, sha256_file
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.export import load_export
+from ner_app.tagger.features.elmo import ElmoFeature
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
 
@@ -105,7 +106,13 @@ def export_onnx(
     out = Path(output_dir)
     ort = require_onnxruntime()
     refuse_foreign(out, is_onnx_export, "an ONNX export")
-    if spec.elmo is not None and spec.elmo.context == "document":
+    features = [f.name for f in spec.features]
+    if features not in (["words", "chars"], ["words", "chars", "elmo"]):
+        raise OnnxExportError(
+            f"{out}: the ONNX export covers taggers whose input features are words, chars and optionally elmo "
+            f"(this one has {', '.join(features)})"
+        )
+    if any(f.document_positions is not None for f in spec.features):
         raise OnnxExportError(
             f"{out}: this tagger's biLM reads whole documents (elmo.context: document); the ONNX export "
             "covers taggers whose biLM reads each sentence alone"
@@ -117,14 +124,14 @@ def export_onnx(
         )
     tagger = tagger.cpu().eval()
     with atomic_folder(out) as tmp:
-        traced = encode_batch(
-            _sentences(spec, (3, 5)), spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars
-        )
+        traced = encode_batch(_sentences(spec, (3, 5)), spec)
+        inputs = traced["features"]
         layers = None
-        if tagger.elmo is not None:
-            bilm = BilmGraph(tagger.elmo.bilm).eval()
-            ids = add_sentence_boundaries(traced["elmo_chars"])[0]  # (B, T+2, 50)
-            with untrimmed(tagger.elmo.bilm.token_encoder.char_cnn), torch.no_grad():
+        if "elmo" in inputs:
+            frozen = cast(ElmoFeature, tagger.feature("elmo")).elmo.bilm
+            bilm = BilmGraph(frozen).eval()
+            ids = add_sentence_boundaries(inputs["elmo"]["chars"])[0]  # (B, T+2, 50)
+            with untrimmed(frozen.token_encoder.char_cnn), torch.no_grad():
                 layers = bilm(ids)
                 _export(
                     bilm,
@@ -137,7 +144,7 @@ def export_onnx(
             "words": {0: "batch", 1: "tokens"},
             "chars": {0: "batch", 1: "tokens", 2: "word_chars"},
         }
-        args: tuple[torch.Tensor, ...] = (traced["words"], traced["chars"])
+        args: tuple[torch.Tensor, ...] = (inputs["words"]["ids"], inputs["chars"]["ids"])
         if layers is not None:
             names["layers"], args = {1: "batch", 2: "positions"}, (*args, layers)
         _export(
@@ -256,20 +263,16 @@ def check_graphs(
     """Run the graphs in ``folder`` with onnxruntime on sentences of other shapes than the traced ones; their
     emissions must be the tagger's within ``tolerance`` (else an error naming ``name``). Returns the largest
     difference."""
-    batch = encode_batch(
-        _sentences(spec, (1, 7, 4), shift=3),
-        spec.word_vocab,
-        spec.char_vocab,
-        max_word_chars=spec.max_word_chars,
-    )
+    batch = encode_batch(_sentences(spec, (1, 7, 4), shift=3), spec)
+    inputs = batch["features"]
     with torch.no_grad():
         expected = tagger.emissions(batch).numpy()  # the biLM runs on the char ids here, as in predict
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
-    feeds = {"words": batch["words"].numpy(), "chars": batch["chars"].numpy()}
-    if spec.elmo is not None:
+    feeds = {"words": inputs["words"]["ids"].numpy(), "chars": inputs["chars"]["ids"].numpy()}
+    if "elmo" in inputs:
         bilm = ort.InferenceSession(str(folder / "bilm.onnx"), options, providers=["CPUExecutionProvider"])
-        ids = add_sentence_boundaries(batch["elmo_chars"])[0].numpy()
+        ids = add_sentence_boundaries(inputs["elmo"]["chars"])[0].numpy()
         feeds["layers"] = bilm.run(None, {"char_ids": ids})[0]
     graph = ort.InferenceSession(str(folder / "tagger.onnx"), options, providers=["CPUExecutionProvider"])
     found = graph.run(None, feeds)[0]

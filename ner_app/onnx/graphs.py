@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -132,9 +133,12 @@ class TaggerGraph(nn.Module):
     def forward(self, words: Tensor, chars: Tensor, layers: Tensor | None = None) -> Tensor:
         """words (B, T) int64 (0 = padding), chars (B, T, W) int64, layers (L+1, B, T+2, 2P) -> (B, T, K)."""
         mask = words > 0  # word id 0 is padding only: unknown words are 1
-        batch: Batch = {"words": words, "chars": chars, "mask": mask}
+        inputs: dict[str, dict[str, Any]] = {"words": {"ids": words}, "chars": {"ids": chars}}
         if layers is not None:
             positions = torch.arange(words.shape[1] + 2)
-            batch["elmo_layers"] = list(layers.unbind(0))
-            batch["elmo_mask"] = positions[None, :] < mask.sum(dim=1)[:, None] + 2  # (B, T+2)
+            inputs["elmo"] = {
+                "layers": list(layers.unbind(0)),
+                "mask": positions[None, :] < mask.sum(dim=1)[:, None] + 2,  # (B, T+2)
+            }
+        batch: Batch = {"mask": mask, "features": inputs}
         return self.tagger.emissions(batch)

@@ -6,15 +6,16 @@ batching rule is ``text/batching.py``'s, the same ones that training's evaluatio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ner_app.bilm.document import Context, document_contexts
+from ner_app.bilm.document import Context
 from ner_app.errors import raise_if_stopped
 from ner_app.tagger.batch import Batch, batch_to, encode_batch
+from ner_app.tagger.contexts import feature_contexts
 from ner_app.tagger.crf.readings import read_sentences
 from ner_app.tagger.export import load_export
 from ner_app.tagger.model import BiLstmCrfTagger
@@ -47,7 +48,6 @@ class Predictor:
         self.words, self.chars, self.tags = spec.word_vocab, spec.char_vocab, spec.tag_vocab
         self.scheme, self.source_scheme = spec.scheme, spec.source_scheme
         self.device = next(tagger.parameters()).device
-        self._stream_contexts: list[Context] = []  # document context: each piece's stream, for ``_collate``
 
     @classmethod
     def from_export(
@@ -60,35 +60,14 @@ class Predictor:
         tagger, spec = load_export(export_dir, device)
         return cls(tagger, spec, batch_size, max_tokens)
 
-    def _collate(self, items: Sequence[tuple[int, list[str]]]) -> Batch:
-        """The batch of ``(piece index, tokens)`` items, on the tagger's device."""
+    def _collate(
+        self, items: Sequence[tuple[int, list[str]]], contexts: Mapping[str, Sequence[Context]]
+    ) -> Batch:
+        """The batch of ``(piece index, tokens)`` items, on the tagger's device; ``contexts``: per feature reading
+        documents, each piece's stream (``feature_contexts``)."""
         index, tokens = zip(*items, strict=True)
-        elmo = self.spec.elmo  # the biLM's char ids only where it reads them (sentence context)
-        batch = encode_batch(
-            tokens,
-            self.words,
-            self.chars,
-            index=index,
-            max_word_chars=self.spec.max_word_chars,
-            elmo_chars=elmo is not None and not self._stream_contexts,
-        )
-        if self._stream_contexts:
-            batch["elmo_context"] = [self._stream_contexts[p] for p in index]
-        return batch_to(batch, self.device)
-
-    def _contexts(
-        self, pieces: Sequence[tuple[int, list[str]]], documents: Sequence[int] | None
-    ) -> list[Context]:
-        """Document context: each piece's stream (consecutive pieces of one document id form a document)."""
-        elmo = self.spec.elmo
-        if elmo is None or elmo.context != "document":
-            return []
-        ids = [documents[i] if documents is not None else 0 for i, _ in pieces]
-        starts = [p for p in range(len(pieces)) if p == 0 or ids[p] != ids[p - 1]]
-        contexts: list[Context] = []
-        for a, b in zip(starts, [*starts[1:], len(pieces)], strict=True):
-            contexts += document_contexts([tokens for _, tokens in pieces[a:b]], elmo.max_stream_positions)
-        return contexts
+        inputs = {name: {"context": [c[p] for p in index]} for name, c in contexts.items()}
+        return batch_to(encode_batch(tokens, self.spec, index=index, inputs=inputs), self.device)
 
     def tag(
         self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
@@ -116,14 +95,13 @@ class Predictor:
         """The batches ``tag`` runs (and callers that need more of the model than tags: ``select``'s
         uncertainty): (indices into ``pieces``, their batch on the tagger's device). ``pieces`` are
         ``split_pieces(sentences)``; ``documents`` as ``tag``'s, one id per sentence. By length; in document
-        context in stream order, so that a batch runs few streams."""
-        self._stream_contexts = self._contexts(pieces, documents)
+        context in stream order, so that a batch runs few streams. Nothing is kept between calls."""
+        ids = [documents[i] for i, _ in pieces] if documents is not None else None
+        contexts = feature_contexts(self.spec, [tokens for _, tokens in pieces], ids)
         lengths = [len(t) for _, t in pieces]
-        for group in budget_batches(
-            lengths, self.batch_size, self.max_tokens, keep_order=bool(self._stream_contexts)
-        ):
+        for group in budget_batches(lengths, self.batch_size, self.max_tokens, keep_order=bool(contexts)):
             raise_if_stopped()  # between batches: a Ctrl-C or SIGTERM whose first raise Python dropped
-            yield group, self._collate([(p, pieces[p][1]) for p in group])
+            yield group, self._collate([(p, pieces[p][1]) for p in group], contexts)
 
     def emission_batches(
         self, pieces: Sequence[Sequence[str]], documents: Sequence[int] | None = None

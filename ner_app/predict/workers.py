@@ -96,14 +96,13 @@ def _loaded() -> Any:
 
 def _describe(_: None) -> WorkerModel:
     p = _loaded()
-    elmo = p.spec.elmo
     return WorkerModel(
         tuple(p.tags.itos),
         p.scheme,
         p.source_scheme,
         p.batch_size,
         p.max_tokens,
-        elmo is not None and elmo.context == "document",
+        any(f.document_positions is not None for f in p.spec.features),
         _shared,
     )
 

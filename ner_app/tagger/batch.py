@@ -3,43 +3,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import torch
 
-from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import Context
 from ner_app.text.tags import UNKNOWN
-from ner_app.text.vocab import Vocab
+
+if TYPE_CHECKING:
+    from ner_app.tagger.spec import TaggerSpec
+
+__all__ = ["MAX_WORD_CHARS", "Batch", "Context", "batch_to", "encode_batch", "full_steps", "row_lengths"]
 
 
 class Batch(TypedDict, total=False):
     """Tensors of a batch of B sentences of at most T tokens (a plain dict at run time, so that Lightning
-    moves every tensor in it, the list ``elmo_layers`` included, to the device).
+    moves every tensor in it, nested dicts and lists included, to the device).
 
-    Always present: ``words`` (B, T), ``chars`` (B, T, W), ``mask`` (B, T) bool, ``tokens`` (the raw tokens)
-    and ``index`` (B,) (each sentence's position in its split); ``elmo_chars`` (B, T, 50) unless the batch was
-    built without them (no biLM reads them). With gold tags: ``tags`` (B, T), ``known`` (B, T) bool (False
-    where the tag is ``-``, not annotated, and at padding) and ``partial`` (whether any tag is ``-``: a host
-    value, so that the loss need not ask the device).
-    With the layer cache: ``elmo_layers`` L+1 x (B, T+2, 2P) and ``elmo_mask`` (B, T+2); in document context
-    without it: ``elmo_context`` (docs/document_context.md).
+    Always present: ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (each sentence's position
+    in its split) and ``features``: each input feature's tensors under its name (``tagger/features/``: what its
+    ``encode`` gives, or what replaces it: the layer cache's layers, document contexts). With gold tags:
+    ``tags`` (B, T), ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding) and
+    ``partial`` (whether any tag is ``-``: a host value, so that the loss need not ask the device).
     """
 
-    words: torch.Tensor
-    chars: torch.Tensor
-    elmo_chars: torch.Tensor
     mask: torch.Tensor
     tokens: list[list[str]]
     index: torch.Tensor
     tags: torch.Tensor
     known: torch.Tensor
     partial: bool
-    elmo_layers: list[torch.Tensor]
-    elmo_mask: torch.Tensor
-    elmo_context: list[Context]  # document context without the cache: each sentence's stream and position
+    features: dict[str, dict[str, Any]]
 
 
 MAX_WORD_CHARS = 30  # the tagger's char CNN sees at most this many characters of a token
@@ -47,51 +43,37 @@ MAX_WORD_CHARS = 30  # the tagger's char CNN sees at most this many characters o
 
 def encode_batch(
     sentences: Sequence[Sequence[str]],
-    word_vocab: Vocab,
-    char_vocab: Vocab,
+    spec: TaggerSpec,
     tags: Sequence[Sequence[str]] | None = None,
-    tag_vocab: Vocab | None = None,
     index: Sequence[int] | None = None,
-    max_word_chars: int = MAX_WORD_CHARS,
-    elmo_chars: bool = True,
+    inputs: Mapping[str, dict[str, Any]] | None = None,
 ) -> Batch:
     """Tensors for a batch of non-empty tokenised sentences (and their tags in the training scheme).
 
-    Keys: ``words`` (B, T), ``chars`` (B, T, W) with W the longest token capped at ``max_word_chars``,
-    ``elmo_chars`` (B, T, 50) (unless ``elmo_chars`` is False), ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default
-    0..B-1) and, when ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides) and ``known``
-    (B, T) bool: True where a tag is annotated (a ``-`` tag is not: its id is 0, which ``known`` hides), and
-    ``partial``: whether any tag is ``-``.
+    Keys: ``mask`` (B, T) bool, ``tokens`` (the raw tokens), ``index`` (B,) (default 0..B-1), ``features``:
+    every feature of the spec's by name, ``inputs[name]`` where given, else the feature's ``encode``; and, when
+    ``tags`` are given, ``tags`` (B, T) (0 at padding, which the mask hides) and ``known`` (B, T) bool: True
+    where a tag is annotated (a ``-`` tag is not: its id is 0, which ``known`` hides), and ``partial``: whether
+    any tag is ``-``.
     """
     lengths = [len(s) for s in sentences]
     if not sentences or min(lengths) == 0:
         raise ValueError("encode_batch needs at least one sentence and no empty sentences")
     batch, longest = len(sentences), max(lengths)
-    width = max(1, min(max(len(t) for s in sentences for t in s), max_word_chars))
-    # built in numpy: multi-threaded torch fills of small tensors were ~100x slower on a busy 2-core machine
-    words = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
-    chars = np.zeros((batch, longest, width), dtype=np.int64)  # (B, T, W)
     mask = np.zeros((batch, longest), dtype=bool)  # (B, T)
-    for b, sentence in enumerate(sentences):
-        n = len(sentence)
-        words[b, :n] = word_vocab.encode(sentence)
+    for b, n in enumerate(lengths):
         mask[b, :n] = True
-        for j, token in enumerate(sentence):
-            ids = char_vocab.encode(token[:width])
-            chars[b, j, : len(ids)] = ids
-
+    given = inputs or {}
     out: Batch = {
-        "words": torch.from_numpy(words),
-        "chars": torch.from_numpy(chars),
         "mask": torch.from_numpy(mask),
         "tokens": [list(s) for s in sentences],
         "index": torch.tensor(list(index) if index is not None else range(batch), dtype=torch.long),  # (B,)
+        "features": {
+            f.name: given[f.name] if f.name in given else f.encode(sentences, spec) for f in spec.features
+        },
     }
-    if elmo_chars:
-        out["elmo_chars"] = batch_to_ids(sentences)  # (B, T, 50)
     if tags is not None:
-        if tag_vocab is None:
-            raise ValueError("encode_batch got tags but no tag_vocab")
+        tag_vocab = spec.tag_vocab
         if [len(t) for t in tags] != lengths:
             raise ValueError("encode_batch: every tag sequence must be as long as its sentence")
         tag_ids = np.zeros((batch, longest), dtype=np.int64)  # (B, T)
@@ -125,15 +107,18 @@ def full_steps(batch: Batch) -> int:
 
 
 def batch_to(batch: Batch, device: torch.device) -> Batch:
-    """The batch with its tensors (``elmo_layers``' included) on ``device``; the others are shared as they are."""
-    if device.type == "cpu" and batch["words"].device.type == "cpu":
+    """The batch with its tensors (those of its features' dicts and lists included) on ``device``; the others
+    are shared as they are."""
+    if device.type == "cpu" and batch["mask"].device.type == "cpu":
         return batch
-    moved: dict[str, object] = {}
-    for key, value in batch.items():
-        if isinstance(value, torch.Tensor):
-            moved[key] = value.to(device)
-        elif isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
-            moved[key] = [v.to(device) for v in value]
-        else:
-            moved[key] = value
-    return moved  # type: ignore[return-value]
+    return cast(Batch, _moved(batch, device))
+
+
+def _moved(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: _moved(v, device) for key, v in value.items()}
+    if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
+        return [v.to(device) for v in value]
+    return value

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ner_app.bilm.document import document_contexts
 from ner_app.tagger.batch import batch_to, encode_batch
+from ner_app.tagger.contexts import feature_contexts
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import budget_batches
@@ -24,11 +24,7 @@ def decode_sentences(
 ) -> list[list[str]]:
     """Tags (the training scheme) of every non-empty sentence, in order. A tagger trained with document context
     reads each sentence in its document (consecutive sentences of one id in ``documents``), as in training."""
-    contexts = []
-    if spec.elmo is not None and spec.elmo.context == "document":
-        starts = [i for i in range(len(sentences)) if i == 0 or documents[i] != documents[i - 1]]
-        for a, b in zip(starts, [*starts[1:], len(sentences)], strict=True):
-            contexts += document_contexts(sentences[a:b], spec.elmo.max_stream_positions)
+    contexts = feature_contexts(spec, sentences, documents)
     device = next(tagger.parameters()).device
     was_training = tagger.training
     tagger.eval()
@@ -36,15 +32,8 @@ def decode_sentences(
     try:
         with torch.inference_mode():
             for group in budget_batches([len(s) for s in sentences], batch_size, max_tokens, keep_order=True):
-                batch = encode_batch(
-                    [sentences[i] for i in group],
-                    spec.word_vocab,
-                    spec.char_vocab,
-                    index=group,
-                    max_word_chars=spec.max_word_chars,
-                )
-                if contexts:
-                    batch["elmo_context"] = [contexts[i] for i in group]
+                inputs = {name: {"context": [c[i] for i in group]} for name, c in contexts.items()}
+                batch = encode_batch([sentences[i] for i in group], spec, index=group, inputs=inputs)
                 batch = batch_to(batch, device)
                 out.update(zip(group, spec.decode_tags(tagger.decode(batch), batch["mask"]), strict=True))
     finally:

@@ -1,4 +1,5 @@
-"""The tagger as files (``tagger.json`` spec + ``model.safetensors`` weights + the biLM files): export, load.
+"""The tagger as files (``tagger.json`` spec + ``model.safetensors`` weights + each input feature's own files,
+e.g. ELMo's biLM): export, load.
 
 The spec (``ner_app.tagger.spec.TaggerSpec``) is everything needed to rebuild a trained tagger without the
 training data; it is stored in every Lightning checkpoint too. An export loads without pickle.
@@ -16,11 +17,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ner_app.bilm.bilm import BidirectionalLM
-from ner_app.bilm.weights import bilm_fingerprint, load_bilm, save_bilm
 from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
 from ner_app.records import read_json
+from ner_app.tagger.features import FEATURES, FeatureError
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
     PACKAGE,
@@ -38,7 +38,7 @@ from ner_app.tagger.integrity import (
     verify_integrity,
 )
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.spec import SPEC_FORMAT, ElmoRef, SpecError, TaggerSpec
+from ner_app.tagger.spec import SPEC_FORMAT, SpecError, TaggerSpec
 
 MAX_SPEC_BYTES = 1 << 29  # tagger.json: vocabularies of up to MAX_VOCAB entries
 FROZEN_KEY = "frozen_word_vectors"  # tagger.json: where the frozen rows come from when they are not stored
@@ -46,16 +46,6 @@ FROZEN_KEY = "frozen_word_vectors"  # tagger.json: where the frozen rows come fr
 
 class ExportError(NerAppError):
     """An export directory or checkpoint that cannot be loaded."""
-
-
-def check_bilm(elmo: ElmoRef, bilm: BidirectionalLM, source: str) -> None:
-    """The biLM must be the one the tagger was trained with: same fingerprint of its weights."""
-    found = bilm_fingerprint(bilm)
-    if elmo.fingerprint != found:
-        raise ExportError(
-            f"{source}: the biLM weights differ from those the tagger was trained with "
-            f"(fingerprint {found[:16]}..., expected {elmo.fingerprint[:16]}...)"
-        )
 
 
 def inside(root: Path, relative: str, source: str) -> Path:
@@ -72,39 +62,36 @@ def inside(root: Path, relative: str, source: str) -> Path:
     return path
 
 
-def load_spec_bilm(spec: TaggerSpec, root: Path, source: str, closed: bool = True) -> BidirectionalLM | None:
-    """The spec's biLM, its paths taken relative to ``root`` (and, ``closed``, confined to it: an export),
-    checked against the fingerprint."""
-    if spec.elmo is None:
-        return None
-    options, weights = (root / spec.elmo.options, root / spec.elmo.weights)
-    if closed:
-        options, weights = inside(root, spec.elmo.options, source), inside(root, spec.elmo.weights, source)
-    bilm = load_bilm(options, weights)
-    check_bilm(spec.elmo, bilm, source)
-    return bilm
+def load_resources(spec: TaggerSpec, root: Path, source: str, closed: bool = True) -> dict[str, Any]:
+    """What the spec's features need from their own files (e.g. the biLM, checked against its fingerprint), by
+    name; paths taken relative to ``root`` (and, ``closed``, confined to it: an export)."""
+
+    def path_of(relative: str) -> Path:
+        return inside(root, relative, source) if closed else root / relative
+
+    try:
+        found = {f.name: f.load(path_of, source) for f in spec.features}
+    except FeatureError as err:
+        raise ExportError(str(err)) from None
+    return {name: resource for name, resource in found.items() if resource is not None}
 
 
 def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path) -> Path:
-    """Write ``model.safetensors``, ``tagger.json`` and (with ELMo) ``bilm/options.json`` + ``bilm/weights.hdf5``,
-    all or nothing (a temporary folder renamed into place); non-finite weights are refused."""
+    """Write ``model.safetensors``, ``tagger.json`` and each feature's own files (with ELMo ``bilm/options.json``
+    + ``bilm/weights.hdf5``), all or nothing (a temporary folder renamed into place); non-finite weights are
+    refused."""
     out = Path(output_dir)
     refuse_foreign(out, is_export, "an export")
     state = tagger.trained_state()
     bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise ExportError(f"{out}: refusing to export non-finite weights ({', '.join(bad[:3])})")
-    frozen = glove_reference(spec, state["frozen_word_vectors"])
+    frozen = glove_reference(spec, state[FROZEN_KEY]) if FROZEN_KEY in state else None
     if frozen is not None:  # rebuilt from the installed package at load time: 76 MB less for GloVe 6B
         state = {k: v for k, v in state.items() if k != "frozen_word_vectors"}
     with atomic_folder(out) as tmp:
-        if spec.elmo is not None:
-            assert tagger.elmo is not None
-            save_bilm(tagger.elmo.bilm, tmp / "bilm")  # exact: the public format round-trips bit for bit
-            spec = dataclasses.replace(
-                spec,
-                elmo=dataclasses.replace(spec.elmo, options="bilm/options.json", weights="bilm/weights.hdf5"),
-            )
+        features = tuple(f.exported(tagger.feature(f.name), tmp) for f in spec.features)
+        spec = dataclasses.replace(spec, features=features)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": SPEC_FORMAT})
         data = spec.to_json()
         if frozen is not None:
@@ -170,18 +157,19 @@ def rebuild_frozen_rows(spec: TaggerSpec, reference: Any, source: str) -> torch.
     return rows
 
 
-EXPORT_FILES = {"model.safetensors", "tagger.json", "bilm"}
-BILM_FILES = {"options.json", "weights.hdf5"}
+EXPORT_FILES = {"model.safetensors", "tagger.json"}
 
 
 def is_export(folder: Path) -> bool:
-    """Whether ``folder`` holds an export and nothing else (what ``export_model`` may replace)."""
+    """Whether ``folder`` holds an export and nothing else (what ``export_model`` may replace): its own files
+    and the folders of the registered features' files, holding only theirs."""
     names = {p.name for p in folder.iterdir()}
-    bilm = folder / "bilm"
-    return (
-        "tagger.json" in names
-        and names <= EXPORT_FILES
-        and (not bilm.exists() or (bilm.is_dir() and {p.name for p in bilm.iterdir()} <= BILM_FILES))
+    folders = {name: files for cls in FEATURES.values() for name, files in cls.export_files.items()}
+    if "tagger.json" not in names or not names <= EXPORT_FILES | set(folders):
+        return False
+    return all(
+        (folder / name).is_dir() and {p.name for p in (folder / name).iterdir()} <= folders[name]
+        for name in names & set(folders)
     )
 
 
@@ -216,17 +204,17 @@ def _load_export(root: Path, device: str) -> tuple[BiLstmCrfTagger, TaggerSpec]:
             raise ExportError(f"{root}: not a ner_app export (missing {path.name})")
     spec, data = read_spec(spec_path)
     verify_integrity(data, weights_path, spec_path)
-    tagger = BiLstmCrfTagger.from_spec(spec, load_spec_bilm(spec, root, str(root)))
+    tagger = BiLstmCrfTagger.from_spec(spec, load_resources(spec, root, str(root)))
     try:
         state = load_file(str(weights_path))
     except (SafetensorError, OSError) as err:
         raise ExportError(f"{weights_path}: not a readable safetensors file ({err})") from None
     if FROZEN_KEY in data:
-        state["frozen_word_vectors"] = rebuild_frozen_rows(spec, data[FROZEN_KEY], str(spec_path))
+        state[FROZEN_KEY] = rebuild_frozen_rows(spec, data[FROZEN_KEY], str(spec_path))
     check_tensors(state, tagger.trained_state(), str(weights_path))
     tagger.load_trained_state(state, str(weights_path))
     tagger.crf.temperature = spec.temperature  # the calibration record's (1.0 without one)
     return tagger.to(device).eval(), spec
 
 
-__all__ = ["ExportError", "SpecError", "export_model", "load_export", "load_spec_bilm", "read_spec"]
+__all__ = ["ExportError", "SpecError", "export_model", "load_export", "load_resources", "read_spec"]

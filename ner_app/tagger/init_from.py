@@ -20,18 +20,16 @@ from ner_app.errors import NerAppError
 from ner_app.tagger.spec import TaggerSpec, VocabSpec
 from ner_app.text.tags import entity_types, scheme_tags
 
-# The tensors whose dimensions index a vocabulary: per dimension, which one (None: not a vocabulary).
+# The tensors whose dimensions index a vocabulary: per dimension, which one (None: not a vocabulary); the
+# tagger's own here, each input feature's in its ``vocab_axes`` and ``joined_rows``.
 WORDS, CHARS, TAGS = "words", "chars", "tags"
 VOCAB_AXES: dict[str, tuple[str | None, ...]] = {
-    "char_cnn.embed.weight": (CHARS, None),  # (C, char_dim)
     "output.weight": (TAGS, None),  # (K, H)
     "output.bias": (TAGS,),  # (K,)
     "crf.start_transitions": (TAGS,),  # (K,)
     "crf.end_transitions": (TAGS,),  # (K,)
     "crf.transitions": (TAGS, TAGS),  # (K, K): from tag i to tag j
 }
-# The word rows are two tensors (trainable train words, then frozen pretrained words): one (V, D) matrix here.
-WORD_TENSORS = ("word_embed.weight", "frozen_word_vectors")
 
 
 class InitFromError(NerAppError):
@@ -59,20 +57,17 @@ def check_compatible(old: TaggerSpec, new: TaggerSpec, source: str) -> None:
         raise refuse("data.scheme", new.scheme, old.scheme)
     if new.max_word_chars != old.max_word_chars:
         raise refuse("max_word_chars", new.max_word_chars, old.max_word_chars, " (export it again)")
-    if (new.elmo is None) != (old.elmo is None):
-        raise refuse("elmo.enabled", new.elmo is not None, old.elmo is not None)
-    if new.elmo is None or old.elmo is None:
-        return
-    if new.elmo.fingerprint != old.elmo.fingerprint:
-        raise InitFromError(
-            f"{source}: elmo.options/elmo.weights name another biLM than the export's (fingerprint "
-            f"{new.elmo.fingerprint[:12]}..., the export's {old.elmo.fingerprint[:12]}...); set "
-            f"elmo.options={source}/bilm/options.json elmo.weights={source}/bilm/weights.hdf5"
+    names, old_names = [f.name for f in new.features], [f.name for f in old.features]
+    if names != old_names:
+        if [n for n in names if n != "elmo"] == [n for n in old_names if n != "elmo"]:  # the config's switch
+            raise refuse("elmo.enabled", "elmo" in names, "elmo" in old_names)
+        raise refuse(
+            "model.features", names, old_names, f"; set model.features={old_names} to continue training it"
         )
-    for key in ("at_output", "do_layer_norm", "context"):
-        a, b = getattr(new.elmo, key), getattr(old.elmo, key)
-        if a != b:
-            raise refuse(f"elmo.{key}", a, b)
+    for feature, before in zip(new.features, old.features, strict=True):
+        problem = feature.continues(before, source)
+        if problem:
+            raise InitFromError(f"{source}: {problem}")
 
 
 def _extend(old: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
@@ -140,6 +135,11 @@ def carried_state(
     """The trained state of the continued tagger: ``new_state`` (a fresh tagger of ``new_spec``) with every
     weight of ``old_state`` (the export's, ``old_spec``) copied into the rows of the same word, character and
     tag, and every tensor without a vocabulary dimension copied whole (it must have the same shape)."""
+    axes_of = dict(VOCAB_AXES)
+    joined: dict[tuple[str, ...], str] = {}
+    for feature in new_spec.features:
+        axes_of.update(feature.vocab_axes)
+        joined.update(feature.joined_rows)
     maps = {
         WORDS: row_sources(old_spec.word_vocab.itos, new_spec.word_vocab.itos),
         CHARS: row_sources(old_spec.char_vocab.itos, new_spec.char_vocab.itos),
@@ -151,10 +151,11 @@ def carried_state(
             f"{source}: the export's tensors differ from this tagger's ({', '.join(unknown[:3])})"
         )
     out = {}
+    in_rows = {key for keys in joined for key in keys}
     for key, value in new_state.items():
-        if key in WORD_TENSORS:
+        if key in in_rows:
             continue
-        axes = VOCAB_AXES.get(key, (None,) * value.dim())
+        axes = axes_of.get(key, (None,) * value.dim())
         if len(axes) != value.dim() or old_state[key].dim() != value.dim():
             raise InitFromError(
                 f"{source}: tensor {key} has {old_state[key].dim()} dimensions, expected {value.dim()}"
@@ -163,9 +164,17 @@ def carried_state(
             out[key] = carry(old_state[key], value, [None if a is None else maps[a] for a in axes])
         except InitFromError as err:
             raise InitFromError(f"{source}: tensor {key}: {err}") from None
-    # one (V, D) word matrix on each side: the trainable rows, then the frozen ones
-    old_words = torch.cat([old_state[k] for k in WORD_TENSORS])
-    new_words = carry(old_words, torch.cat([new_state[k] for k in WORD_TENSORS]), [maps[WORDS], None])
-    n = new_spec.num_trainable_words
-    out[WORD_TENSORS[0]], out[WORD_TENSORS[1]] = new_words[:n].clone(), new_words[n:].clone()
+    # tensors that are one vocabulary's rows together (the trainable words, then the frozen ones): one (V, D)
+    # matrix on each side, cut back at the new tensors' sizes
+    for keys, vocab in joined.items():
+        rows = carry(
+            torch.cat([old_state[k] for k in keys]),
+            torch.cat([new_state[k] for k in keys]),
+            [maps[vocab], None],
+        )
+        start = 0
+        for key in keys:
+            n = new_state[key].shape[0]
+            out[key] = rows[start : start + n].clone()
+            start += n
     return out

@@ -52,8 +52,9 @@ def vocab_sha256(spec: dict[str, Any], vocab: str | None = None) -> str:
 SPEC_KEYS = ("vocab", "scheme", "source_scheme", "model", "elmo", "max_word_chars")
 
 
-# Keys that change predictions but only some exports have: hashed when present, so older exports still verify.
-OPTIONAL_SPEC_KEYS = ("frozen_word_vectors", "calibration")
+# Keys that change predictions but only some exports have: hashed when present, so older exports still verify
+# ("features": the input features of format /3, which has no "elmo").
+OPTIONAL_SPEC_KEYS = ("frozen_word_vectors", "calibration", "features")
 
 
 def spec_sha256(spec: dict[str, Any], vocab: str | None = None) -> str:

@@ -18,18 +18,19 @@ from typing import Any
 
 import torch
 
-from ner_app.bilm.document import MAX_POSITIONS
-from ner_app.errors import NerAppError
 from ner_app.records import Reader, hints, read_value
+from ner_app.tagger.features import FeatureSpec, feature_class
+from ner_app.tagger.features.base import SpecError
+from ner_app.tagger.features.chars import CharsRef
+from ner_app.tagger.features.elmo import ElmoRef
+from ner_app.tagger.features.words import WordsRef
 from ner_app.text.tags import SCHEMES, TRAINING_SCHEMES, convert
 from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_word_vocab
 
-SPEC_FORMAT = "ner_app.tagger/2"
-READABLE_FORMATS = ("ner_app.tagger/1", SPEC_FORMAT)  # /1: the same layout, written as an untyped dict
-
-
-class SpecError(NerAppError):
-    """A ``tagger.json`` (or the spec inside a checkpoint) that does not describe a tagger."""
+SPEC_FORMAT = "ner_app.tagger/3"
+# /1 and /2: the input was always words and chars, and ELMo when "elmo" is not null (/1: untyped, as /2)
+READABLE_FORMATS = ("ner_app.tagger/1", "ner_app.tagger/2", SPEC_FORMAT)
+BASE_FEATURES: tuple[FeatureSpec, ...] = (WordsRef(), CharsRef())  # what every tagger before /3 had
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,6 @@ class VocabSpec:
 
 
 @dataclass(frozen=True)
-class ElmoRef:
-    """The frozen biLM a tagger was trained with: its files, the fingerprint of its weights, and the mix's
-    dropout and layer norm."""
-
-    options: str
-    weights: str
-    fingerprint: str
-    dropout: float
-    do_layer_norm: bool
-    context: str = "sentence"  # or "document": what the biLM reads (docs/document_context.md)
-    max_stream_positions: int = MAX_POSITIONS  # document context: the chunk size of long documents
-    at_output: bool = False  # a second mix, concatenated to the BiLSTM output (paper, section 3.3)
-
-
-@dataclass(frozen=True)
 class Calibration:
     """Temperature scaling of the tagger's probabilities (docs/calibration.md): every CRF potential is divided
     by ``temperature`` before scores are computed (the best path does not change), and what it was fitted on:
@@ -99,7 +85,8 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # far outside what a fit finds (
 
 @dataclass(frozen=True)
 class TaggerSpec:
-    """Sizes, vocabularies, tag schemes (training ``scheme``, ``source_scheme`` of the data files) and biLM."""
+    """Sizes, vocabularies, tag schemes (training ``scheme``, ``source_scheme`` of the data files) and the input
+    features (``tagger/features/``), in the order the tagger concatenates them."""
 
     sizes: TaggerSizes
     words: VocabSpec
@@ -109,7 +96,7 @@ class TaggerSpec:
     scheme: str
     source_scheme: str
     max_word_chars: int
-    elmo: ElmoRef | None
+    features: tuple[FeatureSpec, ...]
     calibration: Calibration | None = None  # None: uncalibrated (temperature 1), as exports before it
 
     # ------------------------------------------------------------------------------ building
@@ -126,9 +113,13 @@ class TaggerSpec:
         pretrained_words: Iterable[str] = (),
         max_word_chars: int = 30,
         elmo: ElmoRef | None = None,
+        features: Sequence[FeatureSpec] | None = None,
     ) -> TaggerSpec:
         """Vocabularies from the training split (tags already in ``scheme``); ``pretrained_words`` (e.g.
-        GloVe's) unseen in train follow the train words as frozen entries, so they are not <unk>."""
+        GloVe's) unseen in train follow the train words as frozen entries, so they are not <unk>. ``features``
+        (default: words, chars and ``elmo`` when given) in the order the tagger concatenates them."""
+        if features is None:
+            features = (*BASE_FEATURES, *([elmo] if elmo is not None else []))
         words = build_word_vocab(train_tokens, lowercase, min_word_count)
         known = set(words.itos)
         extra = [w for w in dict.fromkeys(words.normalize(w) for w in pretrained_words) if w not in known]
@@ -142,10 +133,20 @@ class TaggerSpec:
             scheme=scheme,
             source_scheme=source_scheme,
             max_word_chars=max_word_chars,
-            elmo=elmo,
+            features=tuple(features),
         )
 
     # ------------------------------------------------------------------------------ derived values
+    def feature(self, name: str) -> FeatureSpec | None:
+        """The spec part of the input feature ``name``; None when the tagger has none of that name."""
+        return next((f for f in self.features if f.name == name), None)
+
+    @property
+    def elmo(self) -> ElmoRef | None:
+        """The ELMo feature's spec part (None without it): a compatibility alias of ``feature("elmo")``."""
+        found = self.feature("elmo")
+        return found if isinstance(found, ElmoRef) else None
+
     @functools.cached_property
     def word_vocab(self) -> Vocab:
         return self.words.build()
@@ -180,7 +181,7 @@ class TaggerSpec:
         return {
             "format": SPEC_FORMAT,
             "model": dataclasses.asdict(self.sizes),
-            "elmo": dataclasses.asdict(self.elmo) if self.elmo is not None else None,
+            "features": [f.to_json() for f in self.features],
             "vocab": {
                 "words": vocab(self.words),
                 "num_trainable_words": self.num_trainable_words,
@@ -210,9 +211,9 @@ class TaggerSpec:
                 f"({', '.join(READABLE_FORMATS)}); export the model again with this version"
             )
         vocab = _object(data, "vocab", source)
+        reader = Reader(SpecError, source)
         flat = {
             "sizes": data.get("model"),
-            "elmo": data.get("elmo"),
             "words": vocab.get("words"),
             "num_trainable_words": vocab.get("num_trainable_words"),
             "chars": vocab.get("chars"),
@@ -229,22 +230,22 @@ class TaggerSpec:
             "tags": "vocab.tags",
             "num_trainable_words": "vocab.num_trainable_words",
         }
-        reader = Reader(SpecError, source)
         values = {
             name: read_value(hint, flat[name], where.get(name, name), reader)
             for name, hint in hints(cls).items()
+            if name != "features"
         }
-        spec = cls(**values)
+        spec = cls(**values, features=_read_features(data, fmt, reader))
         for key, value, names in (
             ("scheme", spec.scheme, TRAINING_SCHEMES),
             ("source_scheme", spec.source_scheme, tuple(SCHEMES)),
         ):
             if value not in names:  # the tag grammar's names: a tagger is trained in, and converts to, these
                 raise SpecError(f"{source}: key '{key}': expected one of {', '.join(names)}, found {value!r}")
-        if spec.elmo is not None and spec.elmo.context not in ("sentence", "document"):
-            raise SpecError(
-                f"{source}: key 'elmo.context': expected 'sentence' or 'document', found {spec.elmo.context!r}"
-            )
+        for i, f in enumerate(spec.features):
+            problem = f.problem("elmo" if fmt != SPEC_FORMAT else f"features[{i}]")
+            if problem:
+                raise SpecError(f"{source}: {problem}")
         c = spec.calibration
         if c is not None and not (
             math.isfinite(c.temperature) and MIN_TEMPERATURE <= c.temperature <= MAX_TEMPERATURE
@@ -260,6 +261,44 @@ class TaggerSpec:
                 f"{source}: vocab.words has duplicates or vocab.num_trainable_words is out of range"
             )
         return spec
+
+
+def frozen_fingerprints(data: Any) -> dict[str, str]:
+    """The fingerprints of the frozen encoders a spec's JSON (``to_json``'s, of any readable format) names, by
+    feature, read without building the spec (a checkpoint's: its 400k words are not needed for this)."""
+    if not isinstance(data, Mapping):
+        return {}
+    entries: list[Mapping[str, Any]]
+    if data.get("format") != SPEC_FORMAT:  # /1, /2: ELMo's entry
+        entries = [{**data["elmo"], "name": "elmo"}] if isinstance(data.get("elmo"), Mapping) else []
+    else:
+        entries = [e for e in data.get("features") or [] if isinstance(e, Mapping)]
+    return {str(e.get("name")): e["fingerprint"] for e in entries if isinstance(e.get("fingerprint"), str)}
+
+
+def _read_features(data: Mapping[str, Any], fmt: str, reader: Reader) -> tuple[FeatureSpec, ...]:
+    """The input features of a ``tagger.json``: its ``features`` list (/3), or what /1 and /2 implied."""
+    if fmt != SPEC_FORMAT:
+        elmo = read_value(ElmoRef | None, data.get("elmo"), "elmo", reader)
+        return (*BASE_FEATURES, *([elmo] if elmo is not None else []))
+    if "elmo" in data:
+        raise reader.error("elmo", "not a key of this format (ELMo is an entry of 'features')")
+    entries = data.get("features")
+    if not isinstance(entries, list) or not entries:
+        raise reader.error(
+            "features", f"expected a non-empty list of input features, found {type(entries).__name__}"
+        )
+    features: list[FeatureSpec] = []
+    for i, entry in enumerate(entries):
+        where = f"features[{i}]"
+        if not isinstance(entry, Mapping):
+            raise reader.not_a_mapping(where, entry)
+        cls = feature_class(entry.get("name"), f"{reader.source_of(where)}: key '{where}.name'", SpecError)
+        feature = cls.read(entry, reader, where)
+        if any(f.name == feature.name for f in features):
+            raise reader.error(f"{where}.name", f"the input feature {feature.name!r} is listed twice")
+        features.append(feature)
+    return tuple(features)
 
 
 def _object(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:

@@ -6,8 +6,10 @@ a temporary file renamed into place) and ships a throughput monitor, so neither 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Callable
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
@@ -15,6 +17,7 @@ from pytorch_lightning.callbacks import Callback
 from ner_app.errors import NerAppError
 from ner_app.runtime.throughput import TrainingThroughput
 from ner_app.tagger.batch import Batch
+from ner_app.tagger.features import CacheSource, FeatureSpec
 from ner_app.text.case import CASE_VIEWS, case_view
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.layer_cache import LayerCache, fill_document_cache
@@ -24,9 +27,10 @@ log = logging.getLogger("ner_app")
 
 
 class LayerCacheFill(Callback):
-    """Before the first loop: local rank 0 of every node computes the frozen biLM's layers of every sentence
-    the cache in ``directory`` does not hold yet, on its own device; after a barrier every rank opens the
-    cache and the DataModule's batches carry the layers from then on (docs/scaling_out.md)."""
+    """Before the first loop: local rank 0 of every node computes, for every input feature with a frozen encoder
+    (``InputFeature.cache_source``), the layers of every sentence the cache in ``directory`` does not hold yet,
+    on its own device; after a barrier every rank opens the cache and the DataModule's batches carry the layers
+    from then on (docs/scaling_out.md)."""
 
     def __init__(self, directory: str, batch_size: int = 64) -> None:
         self.directory, self.batch_size = directory, batch_size
@@ -34,37 +38,47 @@ class LayerCacheFill(Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         dm = getattr(trainer, "datamodule", None)  # a property Lightning's type stubs do not declare
         assert isinstance(pl_module, TaggerModule) and isinstance(dm, ConllDataModule)
-        elmo = pl_module.tagger.elmo
-        if elmo is None or dm.layer_cache is not None:  # no biLM, or already filled by an earlier stage
-            return
-        bilm, fingerprint = elmo.bilm, pl_module.spec.elmo.fingerprint if pl_module.spec.elmo else ""
+        for feature in pl_module.spec.features:
+            fingerprint = feature.frozen_fingerprint
+            if (
+                fingerprint is None or feature.name in dm.layer_caches
+            ):  # nothing frozen, or an earlier stage's
+                continue
+            source = pl_module.tagger.feature(feature.name).cache_source()
+            if source is not None:
+                # the spec's fingerprint: the encoder's weights were checked against it when they were loaded
+                source = dataclasses.replace(source, fingerprint_of=_constant(fingerprint))
+                dm.use_layer_cache(self._filled(trainer, dm, feature, source), feature.name)
+
+    def _filled(
+        self, trainer: pl.Trainer, dm: ConllDataModule, feature: FeatureSpec, source: CacheSource
+    ) -> LayerCache:
         if trainer.local_rank == 0:
             device, start = trainer.strategy.root_device, time.perf_counter()
-            home, full_disk = next(bilm.parameters()).device, ""
+            encoder = source.module
+            home, full_disk = next(encoder.parameters()).device, ""
             try:
-                cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
-                elmo_ref = pl_module.spec.elmo
-                if elmo_ref is not None and elmo_ref.context == "document":  # docs/document_context.md
+                cache = LayerCache.for_source(self.directory, source)
+                positions = feature.document_positions
+                if positions is not None:  # docs/document_context.md
                     documents = [
                         [split.tokens[i] for i in doc]
                         for name, split in dm.splits.items()
                         for doc in dm.documents(name)
                     ]
+                    encoder.to(device)
                     computed = fill_document_cache(
-                        cache,
-                        documents,
-                        bilm.to(device),
-                        elmo_ref.max_stream_positions,
-                        progress=trainer.is_global_zero,
+                        cache, documents, source, positions, progress=trainer.is_global_zero
                     )
                 else:
                     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]
                     if dm.case_augment:  # the cache is keyed by the exact tokens: each view has its own rows
                         train = dm.splits["train"].tokens
                         sentences += [case_view(t, v) for v in CASE_VIEWS[1:] for t in train]
+                    encoder.to(device)
                     computed = cache.fill(
                         sentences,
-                        bilm.to(device),
+                        source,
                         batch_size=self.batch_size,
                         device=device,
                         progress=trainer.is_global_zero,
@@ -76,11 +90,12 @@ class LayerCacheFill(Callback):
                     f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or "
                 )
             finally:
-                bilm.to(home)
+                encoder.to(home)
             if full_disk:  # raised here, once the fill's frames (and its progress bar) are gone
                 raise NerAppError(full_disk + "set elmo.cache_dir=null")
             log.info(
-                "ELMo layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
+                "%s layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
+                "ELMo" if feature.name == "elmo" else feature.name,
                 self.directory,
                 computed,
                 time.perf_counter() - start,
@@ -89,8 +104,12 @@ class LayerCacheFill(Callback):
             )
         trainer.strategy.barrier("layer cache filled")
         if trainer.local_rank != 0:  # opened after the fill, so that it sees every sentence
-            cache = LayerCache(self.directory, fingerprint, bilm.num_layers, bilm.output_dim)
-        dm.use_layer_cache(cache)
+            cache = LayerCache.for_source(self.directory, source)
+        return cache
+
+
+def _constant(value: str) -> Callable[[], str]:
+    return lambda: value
 
 
 def train_throughput() -> TrainingThroughput:

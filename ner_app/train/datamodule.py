@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ner_app.bilm.document import document_contexts, document_keys
 from ner_app.tagger.batch import Batch, Context, batch_to, encode_batch
+from ner_app.tagger.contexts import feature_contexts, feature_keys
+from ner_app.tagger.features import FeatureError
 from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import check_budget
 from ner_app.text.case import CaseView, case_view
@@ -24,45 +26,37 @@ EVAL_MAX_TOKENS = 32768  # 256 sentences x 128 tokens: data.eval_max_tokens_per_
 
 
 class Collator:
-    """``collate_fn`` for ``(index, tokens, tags)`` items: encodes with the spec's vocabularies and, with a
-    layer cache, adds the frozen biLM's layers read from disk. A class so that worker processes can pickle it."""
+    """``collate_fn`` for ``(index, tokens, tags)`` items: encodes with the spec's features and, for a feature
+    with a layer cache, adds its frozen encoder's layers read from disk; for a feature reading documents without
+    one, each sentence's context. A class so that worker processes can pickle it."""
 
     def __init__(
         self,
         spec: TaggerSpec,
-        layer_cache: LayerCache | None = None,
-        elmo_contexts: Sequence[Context] | None = None,
-        elmo_keys: Sequence[bytes] | None = None,
+        layer_caches: Mapping[str, LayerCache] | None = None,
+        contexts: Mapping[str, Sequence[Context]] | None = None,
+        keys: Mapping[str, Sequence[bytes]] | None = None,
     ) -> None:
         self.spec = spec
-        self.layer_cache = layer_cache
-        # Document context (docs/document_context.md), by dataset index: each sentence's stream and position
-        # (the biLM runs on them), or its layer-cache key.
-        self.elmo_contexts, self.elmo_keys = elmo_contexts, elmo_keys
+        self.layer_caches = dict(layer_caches or {})
+        # Document context (docs/document_context.md), per feature by dataset index: each sentence's stream and
+        # position (the encoder runs on them), or its layer-cache key.
+        self.contexts, self.keys = dict(contexts or {}), dict(keys or {})
 
     def __call__(self, items: Sequence[tuple[int, list[str], list[str]]]) -> Batch:
         index, tokens, tags = zip(*items, strict=True)
-        spec = self.spec
-        # the biLM's character ids only where the biLM reads them (not without ELMo, nor with cached layers)
-        chars_read = spec.elmo is not None and self.layer_cache is None and self.elmo_contexts is None
-        batch = encode_batch(
-            tokens,
-            spec.word_vocab,
-            spec.char_vocab,
-            tags,
-            spec.tag_vocab,
-            index,
-            spec.max_word_chars,
-            chars_read,
-        )
-        if self.layer_cache is not None and self.elmo_keys is not None:
-            keys = [self.elmo_keys[i] for i in index]
-            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup_keys(keys, tokens)
-        elif self.layer_cache is not None:
-            batch["elmo_layers"], batch["elmo_mask"] = self.layer_cache.lookup(tokens)  # L+1 x (B, T+2, 2P)
-        elif self.elmo_contexts is not None:
-            batch["elmo_context"] = [self.elmo_contexts[i] for i in index]
-        return batch
+        inputs: dict[str, dict[str, Any]] = {}
+        for name, cache in self.layer_caches.items():
+            keys = self.keys.get(name)
+            if keys is not None:
+                layers, mask = cache.lookup_keys([keys[i] for i in index], tokens)
+            else:
+                layers, mask = cache.lookup(tokens)  # L+1 x (B, T+2, D)
+            inputs[name] = {"layers": layers, "mask": mask}
+        for name, contexts in self.contexts.items():
+            if name not in inputs:
+                inputs[name] = {"context": [contexts[i] for i in index]}
+        return encode_batch(tokens, self.spec, tags, index, inputs)
 
 
 class _SplitDataset(Dataset):
@@ -90,7 +84,7 @@ class ConllDataModule(pl.LightningDataModule):
     Training batches are shuffled and length-bucketed; dev and test batches come in length order. Under DDP
     the sampler gives every rank its own share (``LengthBucketSampler``). A batch's ``index`` is the
     sentence's position in ``corpus.splits[name]`` (file order for local files). ``use_layer_cache`` makes
-    every later batch carry the frozen biLM's layers from disk. ``max_tokens`` (training) and
+    every later batch carry a frozen feature's layers from disk. ``max_tokens`` (training) and
     ``eval_max_tokens`` cap a batch's sentences x padded length (None: no cap); the defaults split no batch of
     CoNLL-2003 (at most 124 tokens a sentence) at the default batch sizes. ``case_augment`` is the share of
     the training sentences each epoch presents lower- or upper-cased (``ner_app.train.case_augment``).
@@ -118,15 +112,26 @@ class ConllDataModule(pl.LightningDataModule):
         if not 0.0 <= case_augment <= 1.0:
             raise ValueError(f"case_augment must be in [0, 1], got {case_augment}")
         self.case_augment = case_augment
-        self.layer_cache: LayerCache | None = None
+        self.layer_caches: dict[str, LayerCache] = {}
 
     @property
     def splits(self) -> dict[str, Split]:
         return self.corpus.splits
 
-    def use_layer_cache(self, cache: LayerCache) -> None:
-        """Read the frozen biLM's layers of every later batch from ``cache`` (which holds every sentence)."""
-        self.layer_cache = cache
+    @property
+    def layer_cache(self) -> LayerCache | None:
+        """The layer cache of the (first) cached feature; None before one is used."""
+        return next(iter(self.layer_caches.values()), None)
+
+    def use_layer_cache(self, cache: LayerCache, feature: str | None = None) -> None:
+        """Read the frozen layers of input feature ``feature`` (default: the spec's one feature with a frozen
+        encoder) of every later batch from ``cache`` (which holds every sentence)."""
+        if feature is None:
+            frozen = [f.name for f in self.spec.features if f.frozen_fingerprint is not None]
+            if len(frozen) != 1:
+                raise FeatureError(f"use_layer_cache: name the feature (frozen features: {frozen})")
+            feature = frozen[0]
+        self.layer_caches[feature] = cache
 
     def _replicas(self) -> tuple[int, int]:
         """(number of ranks, this rank) when a Trainer runs this module, else (1, 0)."""
@@ -140,16 +145,9 @@ class ConllDataModule(pl.LightningDataModule):
             raise KeyError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
         data = self.splits[split]
         size = batch_size or (self.batch_size if split == "train" else self.eval_batch_size)
-        contexts: list[Context] | None = None
-        keys: list[bytes] | None = None
-        elmo = self.spec.elmo
-        if elmo is not None and elmo.context == "document":
-            contexts, keys = [], []
-            for doc in self.documents(split):
-                sentences = [data.tokens[i] for i in doc]
-                contexts += document_contexts(sentences, elmo.max_stream_positions)
-                if self.layer_cache is not None:
-                    keys += document_keys(sentences, elmo.max_stream_positions)
+        # document context (docs/document_context.md): each sentence's stream, or its layer-cache key
+        contexts = feature_contexts(self.spec, data.tokens, data.docs, self.layer_caches)
+        keys = feature_keys(self.spec, data.tokens, data.docs, self.layer_caches)
         replicas, rank = self._replicas()
         budget = self.max_tokens if split == "train" else self.eval_max_tokens
         sampler = LengthBucketSampler(
@@ -162,19 +160,14 @@ class ConllDataModule(pl.LightningDataModule):
             max_tokens=budget,
         )
         augment = split == "train" and shuffle and self.case_augment > 0
-        if augment and elmo is not None and elmo.context == "document":
+        if augment and (contexts or keys):
             raise ValueError("case augmentation reads sentences alone: it needs ELMo in sentence context")
         return DataLoader(
             _CaseViewDataset(data) if augment else _SplitDataset(data),
             batch_sampler=CaseAugmentedBatches(sampler, len(data), self.case_augment, self.seed)
             if augment
             else sampler,
-            collate_fn=Collator(
-                self.spec,
-                self.layer_cache,
-                contexts if self.layer_cache is None else None,
-                keys if self.layer_cache is not None else None,
-            ),
+            collate_fn=Collator(self.spec, self.layer_caches, contexts, keys),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

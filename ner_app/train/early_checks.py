@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ner_app.config.checks import check_train_config
 from ner_app.config.load import REPOSITORY
-from ner_app.config.schema import ElmoConfig, TrainConfig
+from ner_app.config.schema import ElmoConfig, TrainConfig, input_features
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.train.corpus import check_data_source, data_reading
 
@@ -73,5 +73,6 @@ def check_before_training(cfg: TrainConfig) -> None:
     check_train_config(cfg)
     check_data_source(cfg.data.dir, cfg.data.hub_name, cfg.data.format)
     data_reading(cfg.data)  # data.labels' syntax, before anything heavy
-    check_elmo_files(cfg.elmo)
+    if "elmo" in input_features(cfg):
+        check_elmo_files(cfg.elmo)
     check_init_from(cfg.model.init_from, cfg.data.previous_dev)

@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 
 from ner_app.bilm.bilm import BidirectionalLM
-from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.bilm.document import (
     BATCH_POSITIONS,
     MAX_POSITIONS,
@@ -25,11 +24,12 @@ from ner_app.bilm.document import (
     document_contexts,
     document_keys,
     stream_batches,
-    stream_layers,
     stream_positions,
 )
 from ner_app.bilm.weights import bilm_fingerprint
 from ner_app.progress import track
+from ner_app.tagger.features import CacheSource
+from ner_app.tagger.features.elmo import bilm_source
 from ner_app.text.batching import budget_batches
 from ner_app.train.layer_store import _STAGE, CacheInvalid, LayerCacheError, LayerStore, MissingLayers
 
@@ -58,6 +58,11 @@ class LayerCache(LayerStore):
     def for_bilm(cls, directory: str | Path, bilm: BidirectionalLM, verify: bool = True) -> LayerCache:
         """The cache folder of this exact biLM (architecture and weights)."""
         return cls(directory, bilm_fingerprint(bilm), bilm.num_layers, bilm.output_dim, verify)
+
+    @classmethod
+    def for_source(cls, directory: str | Path, source: CacheSource, verify: bool = True) -> LayerCache:
+        """The cache folder of this exact frozen encoder (a feature's ``cache_source``)."""
+        return cls(directory, source.fingerprint, source.num_layers, source.dim, verify)
 
     def __contains__(self, tokens: Sequence[str]) -> bool:
         return sentence_key(tokens) in self._index
@@ -98,7 +103,7 @@ class LayerCache(LayerStore):
     def fill(
         self,
         sentences: Sequence[Sequence[str]],
-        bilm: BidirectionalLM,
+        bilm: BidirectionalLM | CacheSource,
         batch_size: int = 64,
         device: str | torch.device = "cpu",
         progress: bool = False,
@@ -106,9 +111,10 @@ class LayerCache(LayerStore):
     ) -> int:
         """Compute and append the layers of every distinct sentence not cached yet; returns how many.
 
-        ``device`` is where ``bilm`` already lives. Batches hold at most ``batch_size`` sentences and
-        ``max_tokens`` padded tokens (``budget_batches``; None: no cap). Rows are rounded to fp16 once, here.
+        ``bilm``: a biLM or any frozen feature's ``CacheSource``; ``device`` is where it already lives. Batches
+        hold at most ``batch_size`` sentences and ``max_tokens`` padded tokens (``budget_batches``; None: no cap). Rows are rounded to fp16 once, here.
         """
+        source = _source(bilm)
         todo: dict[bytes, list[str]] = {}
         for tokens in sentences:
             key = sentence_key(tokens)
@@ -121,15 +127,15 @@ class LayerCache(LayerStore):
         def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
             for group in track(groups, "biLM", unit="batch", enabled=progress):
                 keys = [pending[i] for i in group]
-                out = bilm(batch_to_ids([todo[k] for k in keys]).to(device))
-                rows = torch.stack(out.layers, dim=2)[out.mask]  # (N, L+1, 2P)
+                layers, mask = source.sentence_layers([todo[k] for k in keys], torch.device(device))
+                rows = torch.stack(layers, dim=2)[mask]  # (N, L+1, 2P)
                 yield [(k, len(todo[k]) + 2) for k in keys], rows
 
-        return self.fill_rows(bilm, len(pending), batches())
+        return self.fill_rows(source, len(pending), batches())
 
     def fill_rows(
         self,
-        bilm: BidirectionalLM,
+        bilm: BidirectionalLM | CacheSource,
         count: int,
         batches: Iterable[tuple[list[tuple[bytes, int]], torch.Tensor]],
     ) -> int:
@@ -142,20 +148,23 @@ class LayerCache(LayerStore):
         if not count:
             self.publish()
             return 0
-        if bilm.stateful:
+        source = _source(bilm)
+        if source.stateful:
             raise LayerCacheError("a stateful biLM's layers depend on earlier batches; they cannot be cached")
-        if (bilm.num_layers, bilm.output_dim) != (self.num_layers, self.dim) or (
-            bilm_fingerprint(bilm) != self.fingerprint
-        ):
+        if (source.num_layers, source.dim) != (
+            self.num_layers,
+            self.dim,
+        ) or source.fingerprint != self.fingerprint:
             raise LayerCacheError(
                 f"this biLM is not the one of the cache {self.root}: its layers would poison it"
             )
         staged: list[tuple[bytes, int, int]] = []  # (key, first row in the stage file, rows)
-        was_training = bilm.training
+        module = source.module
+        was_training = module.training
         # Staging in an anonymous file keeps the lock short and leaves nothing behind after a crash.
         with tempfile.TemporaryFile(dir=self.root, prefix=_STAGE) as stage:
             try:
-                bilm.eval()
+                module.eval()
                 with torch.inference_mode():
                     for entries, computed in batches:
                         rows = computed.half().cpu()  # (N, L+1, 2P)
@@ -169,7 +178,7 @@ class LayerCache(LayerStore):
                             staged.append((key, first, n))
                             first += n
             finally:
-                bilm.train(was_training)
+                module.train(was_training)
             with self._locked():
                 self._open(verify=False)  # take in what another process published meanwhile
                 self._append(stage, staged)
@@ -179,7 +188,7 @@ class LayerCache(LayerStore):
 def fill_document_cache(
     cache: LayerCache,
     documents: Sequence[Sequence[Sequence[str]]],
-    bilm: BidirectionalLM,
+    bilm: BidirectionalLM | CacheSource,
     max_positions: int = MAX_POSITIONS,
     progress: bool = False,
     max_tokens: int | None = BATCH_POSITIONS,
@@ -197,16 +206,25 @@ def fill_document_cache(
             if k == 0 and not all(cache.has_key(key) for key in chunk_keys):
                 todo.setdefault(chunk_keys[0], (stream, chunk_keys))  # the same document twice runs once
     jobs = list(todo.values())
+    source = _source(bilm)
+    read = source.stream_layers
+    if read is None:
+        raise LayerCacheError("this frozen encoder does not read documents: no document-context cache")
 
     def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
         groups = list(stream_batches([stream_positions(stream) for stream, _ in jobs], max_tokens))
         for group in track(groups, "biLM streams", unit="batch", enabled=progress):
             chosen = [jobs[i] for i in group]
             entries, rows = [], []
-            for (_, keys), layers in zip(chosen, stream_layers(bilm, [s for s, _ in chosen]), strict=True):
+            for (_, keys), layers in zip(chosen, read([s for s, _ in chosen]), strict=True):
                 for key, sentence_rows in zip(keys, layers, strict=True):
                     entries.append((key, sentence_rows.shape[1]))
                     rows.append(sentence_rows.permute(1, 0, 2))  # (n+2, L+1, 2P)
             yield entries, torch.cat(rows)
 
-    return cache.fill_rows(bilm, sum(len(keys) for _, keys in jobs), batches())
+    return cache.fill_rows(source, sum(len(keys) for _, keys in jobs), batches())
+
+
+def _source(encoder: BidirectionalLM | CacheSource) -> CacheSource:
+    """A biLM as the cache's source of layers (the fingerprint of its weights computed once); a source as is."""
+    return encoder if isinstance(encoder, CacheSource) else bilm_source(encoder)

@@ -18,10 +18,10 @@ from ner_app.runtime.lightning_compat import logs_this_step
 from ner_app.runtime.rng_state import capture_rng_states, restore_rng_states
 from ner_app.tagger.batch import Batch
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.spec import TaggerSpec
+from ner_app.tagger.spec import TaggerSpec, frozen_fingerprints
 from ner_app.text.scores import GoldEntities
 
-_BILM = "tagger.elmo.bilm."  # state-dict keys of the frozen biLM
+_TAGGER = "tagger."  # where the tagger's state-dict keys start
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class Evaluation:
 
 
 class TaggerModule(pl.LightningModule):
-    """Trains a tagger with Adam on the summed CRF NLL plus the ELMo mix penalty; evaluates dev and test.
+    """Trains a tagger with Adam on the summed CRF NLL plus its features' penalties (the learned mixes');
+    evaluates dev and test.
 
     ``gold`` holds the gold tags of "dev" and "test" in the data's original scheme, indexed by sentence. Each
     validation or test pass gathers the predictions of every rank, scores the whole split once and keeps an
@@ -210,10 +211,9 @@ class TaggerModule(pl.LightningModule):
 
     # ------------------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # The frozen biLM is not copied into every checkpoint: the spec records its files and fingerprint.
-        checkpoint["state_dict"] = {
-            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(_BILM)
-        }
+        # A frozen encoder (the biLM) is not copied into every checkpoint: the spec records its files and
+        # fingerprint.
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if not self._frozen(k)}
         checkpoint["ner_app"] = self.spec.to_json()
         # Lightning does not restore RNG state on resume; saving it makes a resumed run equal an uninterrupted one.
         checkpoint["rng_states"] = capture_rng_states()
@@ -224,13 +224,18 @@ class TaggerModule(pl.LightningModule):
         if states and self.trainer.state.fn == "fit":  # only a resumed fit continues the random streams
             restore_rng_states(states)
 
+    def _frozen(self, key: str) -> bool:
+        return key.startswith(_TAGGER) and self.tagger.frozen(key[len(_TAGGER) :])
+
     def _restore_bilm(self, checkpoint: dict[str, Any]) -> None:
-        """Put this module's biLM tensors back into a checkpoint's state dict, after checking they are the same."""
-        if self.spec.elmo is None:
+        """Put this module's frozen tensors (the biLM's) back into a checkpoint's state dict, after checking they
+        are the same: the checkpoint's spec names the same frozen weights."""
+        ours = {f.name: f.frozen_fingerprint for f in self.spec.features if f.frozen_fingerprint is not None}
+        if not ours:
             return
-        saved = (checkpoint.get("ner_app") or {}).get("elmo") or {}
-        if saved.get("fingerprint") != self.spec.elmo.fingerprint:
+        theirs = frozen_fingerprints(checkpoint.get("ner_app"))
+        if any(theirs.get(name) != fingerprint for name, fingerprint in ours.items()):
             raise ValueError("checkpoint was trained with other biLM weights (fingerprints differ)")
         for key, value in self.state_dict().items():
-            if key.startswith(_BILM):
+            if self._frozen(key):
                 checkpoint["state_dict"][key] = value

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
@@ -20,10 +21,9 @@ import torch
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.callbacks import Callback, EarlyStopping
 
-from ner_app.bilm.bilm import BidirectionalLM
-from ner_app.bilm.weights import bilm_fingerprint, load_bilm
 from ner_app.config.checks import check_train_config
 from ner_app.config.load import TrainConfig, config_to_dict, save_config
+from ner_app.config.schema import ConfigError, input_features
 from ner_app.files import write_text
 from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
@@ -31,9 +31,11 @@ from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, r
 from ner_app.runtime.trainer import build_trainer, require_logger
 from ner_app.tagger.batch import MAX_WORD_CHARS
 from ner_app.tagger.export import export_model
+from ner_app.tagger.features import FeatureSpec, InputFeature, feature_class
+from ner_app.tagger.features.words import WordEmbedding
 from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.model import BiLstmCrfTagger
-from ner_app.tagger.spec import ElmoRef, TaggerSizes, TaggerSpec
+from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.calibration import calibrate_run
@@ -49,29 +51,24 @@ from ner_app.train.reports import percent_table, text_report
 log = logging.getLogger("ner_app")
 
 
-def load_elmo(cfg: TrainConfig) -> tuple[BidirectionalLM | None, ElmoRef | None]:
-    """The frozen biLM of the config and its reference for the spec, or (None, None) without ELMo."""
-    e = cfg.elmo
-    if not e.enabled:
-        return None, None
-    check_elmo_files(e)
-    assert e.options is not None and e.weights is not None
-    bilm = load_bilm(e.options, e.weights)
-    ref = ElmoRef(
-        options=str(Path(e.options).resolve()),
-        weights=str(Path(e.weights).resolve()),
-        fingerprint=bilm_fingerprint(bilm),
-        dropout=e.dropout,
-        do_layer_norm=e.do_layer_norm,
-        context=e.context,
-        max_stream_positions=e.max_stream_positions,
-        at_output=e.at_output,
-    )
-    return bilm, ref
+def load_features(cfg: TrainConfig) -> tuple[list[FeatureSpec], dict[str, Any]]:
+    """The run's input features (``model.features``, in order) as spec parts, and what each needs to be built
+    (a frozen encoder loaded from its files), by name. An unknown name is a config error naming the known ones."""
+    names = input_features(cfg)
+    if "elmo" in names:
+        check_elmo_files(cfg.elmo)
+    specs, resources = [], {}
+    for name in names:
+        cls = feature_class(name, "config key 'model.features'", ConfigError)
+        spec, resource = cls.from_config(cfg)
+        specs.append(spec)
+        if resource is not None:
+            resources[name] = resource
+    return specs, resources
 
 
 def build_spec(
-    cfg: TrainConfig, corpus: Corpus, elmo: ElmoRef | None, glove_words: list[str] | None
+    cfg: TrainConfig, corpus: Corpus, features: Sequence[FeatureSpec], glove_words: list[str] | None
 ) -> TaggerSpec:
     """The tagger's spec from the config and the training split (GloVe's words join the vocabulary here)."""
     m, train = cfg.model, corpus.splits["train"]
@@ -94,7 +91,7 @@ def build_spec(
         min_word_count=cfg.data.min_word_count,
         pretrained_words=glove_words if m.glove_oov and glove_words else (),
         max_word_chars=MAX_WORD_CHARS,
-        elmo=elmo,
+        features=features,
     )
     if len(spec.word_vocab) > spec.num_trainable_words:
         log.info(
@@ -107,17 +104,17 @@ def build_spec(
 def build_tagger(
     cfg: TrainConfig,
     spec: TaggerSpec,
-    bilm: BidirectionalLM | None,
+    resources: Mapping[str, Any],
     corpus: Corpus,
     glove: tuple[list[str], np.ndarray] | None,
 ) -> BiLstmCrfTagger:
-    """The spec's tagger; GloVe-initialised words, ELMo from the biLM."""
-    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
-    if glove is not None:
+    """The spec's tagger; GloVe-initialised words, each frozen feature from its loaded encoder."""
+    tagger = BiLstmCrfTagger.from_spec(spec, resources)
+    if glove is not None and "words" in tagger.features:
         vocab = spec.words.build()  # a fresh copy: the training counts weight the coverage below
         vocab.counts = build_word_vocab(corpus.splits["train"].tokens, cfg.data.lowercase).counts
         weight, coverage = embedding_matrix(vocab, glove[0], glove[1], cfg.model.word_dim, cfg.seed)
-        tagger.init_word_embeddings(weight)
+        cast(WordEmbedding, tagger.feature("words")).init_word_embeddings(weight)
         log.info("GloVe (%s) covers %.1f%% of training tokens", cfg.model.glove, 100 * coverage)
     return tagger
 
@@ -146,16 +143,18 @@ def write_reports(
         print(
             f"\n{split.capitalize()} set ({len(data.tokens)} sentences), {percent_table(evaluation.scores)}"
         )
-    elmo = module.tagger.elmo
+    # the chosen checkpoint's mixes (a record then holds them without the weights), and the frozen encoder by
+    # its weights (compare groups by this, whatever the files' paths)
+    mixes = [cast(InputFeature, f).learned_mixes() for f in module.tagger.features.values()]
+    fingerprints = [f.frozen_fingerprint for f in spec.features if f.frozen_fingerprint is not None]
     metrics = RunMetrics(
         scores["dev"],
         scores["test"],
-        # the chosen checkpoint's mixes: a record then holds them without the weights
-        elmo_mix=None
-        if elmo is None
-        else tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(elmo.learned_mixes())),
-        # the biLM by its weights: compare groups by this, whatever the files' paths
-        bilm_fingerprint=None if spec.elmo is None else spec.elmo.fingerprint,
+        elmo_mix=next(
+            (tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(learned)) for learned in mixes if learned),
+            None,
+        ),
+        bilm_fingerprint=next(iter(fingerprints), None),
         previous_dev=previous_dev,
         calibration=calibration,
     )
@@ -166,6 +165,8 @@ def write_reports(
 def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, pick the best epoch on dev entity F1, then report on dev and test. Returns the metrics."""
     check_train_config(cfg)  # before the run folder is checked: a config error comes first
+    for name in input_features(cfg):
+        feature_class(name, "config key 'model.features'", ConfigError)
     require_logger(cfg.trainer.logger, "trainer.logger")
     run_dir = Path(cfg.output_dir)
     with opened_run(run_dir, resume) as last:
@@ -194,13 +195,13 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     if m.glove == "package":
         require_package()  # before a corpus download: the missing package is the first thing to fix
     corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, options=data_reading(d))
-    bilm, elmo_ref = load_elmo(cfg)
+    features, resources = load_features(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
-    spec = build_spec(cfg, corpus, elmo_ref, glove[0] if glove is not None else None)
+    spec = build_spec(cfg, corpus, features, glove[0] if glove is not None else None)
     start = StartingPoint.load(m.init_from) if m.init_from else None
     tagger = None
     if start is not None:  # the export's words and types, and weights, with the data's new ones added
-        tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, bilm, corpus, glove))
+        tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, resources, corpus, glove))
     old_dev = OldDev.read(d.previous_dev, d.tag_column) if d.previous_dev else None
     before, old_types = None, start.types if start is not None else ()
     if old_dev is not None and start is not None and getattr(rank_zero_only, "rank", 0) == 0:
@@ -218,7 +219,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         case_augment=d.case_augment,
     )
     if tagger is None:
-        tagger = build_tagger(cfg, spec, bilm, corpus, glove)
+        tagger = build_tagger(cfg, spec, resources, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     o = cfg.optim
     schedule = LrSchedule(o.schedule, o.warmup_fraction, o.plateau_factor, o.plateau_patience)
@@ -237,7 +238,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         RunIdentity(identity),
         FiniteGuard(),
     ]
-    if bilm is not None and cfg.elmo.cache_dir:
+    if any(f.frozen_fingerprint is not None for f in spec.features) and cfg.elmo.cache_dir:
         callbacks.append(LayerCacheFill(cfg.elmo.cache_dir))
     t = cfg.trainer
     trainer = build_trainer(

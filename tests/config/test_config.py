@@ -22,7 +22,7 @@ from ner_app.config.load import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_KEYS = "char_dim, char_filters, char_width, dropout, glove, glove_oov, init_from, lstm_hidden, lstm_layers, word_dim"
+MODEL_KEYS = "char_dim, char_filters, char_width, dropout, features, glove, glove_oov, init_from, lstm_hidden, lstm_layers, word_dim"
 
 
 @pytest.fixture(autouse=True)
@@ -422,3 +422,18 @@ def test_a_config_anywhere_finds_the_shipped_tagger_and_bilm(tmp_path: Path) -> 
     assert load_config(write(tmp_path, text)).model.init_from == str(tmp_path / "data/models/conll2003")
     missing = load_config(write(tmp_path, "model:\n  init_from: data/models/nothing\n"))
     assert missing.model.init_from == str(tmp_path / "data/models/nothing")
+
+
+def test_model_features_choose_the_input_and_elmo_enabled_still_leaves_elmo_out() -> None:
+    from ner_app.config.checks import check_train_config
+    from ner_app.config.schema import input_features
+
+    cfg = TrainConfig()
+    assert input_features(cfg) == ["words", "chars", "elmo"]
+    cfg.elmo.enabled = False  # the switch of configs written before model.features
+    assert input_features(cfg) == ["words", "chars"]
+    cfg.model.features = ["chars", "chars"]
+    with pytest.raises(
+        ConfigError, match=r"^config key 'model.features': expected a non-empty list of distinct"
+    ):
+        check_train_config(cfg)

@@ -74,9 +74,7 @@ def test_plain_loop_equals_lightnings_predict_loop(trained):
     loader = DataLoader(
         list(enumerate(sentences)),  # type: ignore[arg-type]
         batch_sampler=LengthBucketSampler([len(s) for s in sentences], 8, max_tokens=PREDICT_MAX_TOKENS),
-        collate_fn=lambda items: encode_batch(
-            [t for _, t in items], spec.word_vocab, spec.char_vocab, index=[i for i, _ in items]
-        ),
+        collate_fn=lambda items: encode_batch([t for _, t in items], spec, index=[i for i, _ in items]),
     )
     module = TaggerModule(predictor.tagger, spec, gold={})
     lightning: dict[int, tuple[list[str], list[float]]] = {}
@@ -342,14 +340,19 @@ def tampered_copy(trained: Path, tmp_path: Path, edit) -> Path:
     return out
 
 
+def _elmo(spec: dict) -> dict:
+    """The ELMo entry of a ``tagger.json``'s features."""
+    return next(f for f in spec["features"] if f["name"] == "elmo")
+
+
 @pytest.mark.parametrize(
     "edit",
     [
         lambda s: s.update(max_word_chars=3),
-        lambda s: s["elmo"].update(do_layer_norm=True),
-        lambda s: s["elmo"].update(context="document"),
-        lambda s: s["elmo"].update(max_stream_positions=10),
-        lambda s: s["elmo"].update(at_output=True),
+        lambda s: _elmo(s).update(do_layer_norm=True),
+        lambda s: _elmo(s).update(context="document"),
+        lambda s: _elmo(s).update(max_stream_positions=10),
+        lambda s: _elmo(s).update(at_output=True),
     ],
 )
 def test_every_key_that_changes_predictions_is_checked(trained, tmp_path, edit):
@@ -362,7 +365,7 @@ def test_an_export_reads_only_its_own_files(trained, tmp_path, where):
     """Even an export older than the full checksum (no ``spec_sha256``) cannot point outside itself."""
 
     def edit(spec):
-        spec["elmo"]["options"] = where
+        _elmo(spec)["options"] = where
         del spec["integrity"]["spec_sha256"]
 
     out = tampered_copy(trained, tmp_path, edit)

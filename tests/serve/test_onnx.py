@@ -76,7 +76,7 @@ def sentences() -> list[list[str]]:
 def emission_gap(
     onnx: OnnxPredictor, tagger: BiLstmCrfTagger, spec: TaggerSpec, batch: list[list[str]]
 ) -> float:
-    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    encoded = encode_batch(batch, spec)
     with torch.no_grad():
         expected = tagger.emissions(encoded).numpy()
     return float(np.abs(onnx.emissions(batch) - expected)[encoded["mask"].numpy()].max())
@@ -250,17 +250,17 @@ def test_every_tagger_shape_exports(tmp_path: Path, mixes: str | None, scheme: s
         )
     spec = random_spec(elmo, scheme)
     torch.manual_seed(3)
-    tagger = BiLstmCrfTagger.from_spec(spec, bilm)
+    tagger = BiLstmCrfTagger.from_spec(spec, {"elmo": bilm})
     with torch.no_grad():
         tagger.crf.transitions.uniform_(-3, 3)  # scores far enough apart that Viterbi has no near-ties
-        for mix in tagger.elmo.scalar_mixes if tagger.elmo is not None else []:
+        for mix in tagger.feature("elmo").elmo.scalar_mixes if "elmo" in tagger.features else []:
             mix.scalar_parameters.uniform_(-1, 1)
     export_onnx(tagger, spec, tmp_path / "onnx")
     assert (tmp_path / "onnx" / "bilm.onnx").exists() == (mixes is not None)
     onnx = OnnxPredictor(tmp_path / "onnx", batch_size=3)
     batch = [s for s in sentences() if 0 < len(s) <= 250]  # no piece cut: one decode per sentence
     assert emission_gap(onnx, tagger.eval(), spec, batch) < 1e-4
-    encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+    encoded = encode_batch(batch, spec)
     with torch.no_grad():
         paths = tagger.decode(encoded)
     assert [tags for tags, _ in onnx.tag(batch)] == spec.decode_tags(paths, encoded["mask"])
@@ -339,7 +339,7 @@ def test_a_document_context_tagger_is_refused(tmp_path: Path) -> None:
     bilm = random_bilm()
     spec = random_spec(ElmoRef("o", "w", bilm_fingerprint(bilm), 0.0, False, context="document"))
     with pytest.raises(OnnxExportError, match="reads whole documents"):
-        export_onnx(BiLstmCrfTagger.from_spec(spec, bilm), spec, tmp_path / "onnx")
+        export_onnx(BiLstmCrfTagger.from_spec(spec, {"elmo": bilm}), spec, tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
 
 

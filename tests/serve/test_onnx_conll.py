@@ -64,7 +64,7 @@ def test_onnx_tags_every_conll_dev_sentence_as_predict_does(tmp_path: Path) -> N
     worst = 0.0
     for start in range(0, len(sentences), 64):
         batch = sentences[start : start + 64]
-        encoded = encode_batch(batch, spec.word_vocab, spec.char_vocab, max_word_chars=spec.max_word_chars)
+        encoded = encode_batch(batch, spec)
         with torch.no_grad():
             reference = tagger.emissions(encoded).numpy()
         mask = encoded["mask"].numpy()

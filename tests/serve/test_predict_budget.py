@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -44,7 +45,7 @@ def tagger_and_spec(context: str | None) -> tuple[BiLstmCrfTagger, TaggerSpec]:
         SIZES, train.tokens, train.tags, corpus.scheme, corpus.source_scheme, elmo=ref
     )
     torch.manual_seed(0)
-    return BiLstmCrfTagger.from_spec(spec, bilm).eval(), spec
+    return BiLstmCrfTagger.from_spec(spec, {"elmo": bilm} if bilm is not None else None).eval(), spec
 
 
 def sentences() -> tuple[list[list[str]], list[int]]:
@@ -66,9 +67,9 @@ def test_predict_under_a_budget_equals_no_budget(context):
         predictor = Predictor(tagger, spec, batch_size=6, max_tokens=max_tokens)
         collate = predictor._collate
 
-        def observed(items: list[tuple[int, list[str]]]) -> Batch:
-            batch = collate(items)
-            shapes.append(tuple(batch["words"].shape))
+        def observed(items: list[tuple[int, list[str]]], contexts: Any) -> Batch:
+            batch = collate(items, contexts)
+            shapes.append(tuple(batch["mask"].shape))
             return batch
 
         predictor._collate = observed  # type: ignore[method-assign]

@@ -70,9 +70,7 @@ def test_plain_predict_loop_on_cuda_equals_lightnings(context: str | None) -> No
     loader = DataLoader(
         list(enumerate(tokens)),  # type: ignore[arg-type]
         batch_sampler=LengthBucketSampler([len(t) for t in tokens], 6, max_tokens=PREDICT_MAX_TOKENS),
-        collate_fn=lambda items: encode_batch(
-            [t for _, t in items], spec.word_vocab, spec.char_vocab, index=[i for i, _ in items]
-        ),
+        collate_fn=lambda items: encode_batch([t for _, t in items], spec, index=[i for i, _ in items]),
     )
     runtime = RuntimeConfig(accelerator="gpu", precision="32-true", enable_progress_bar=False)
     found: dict[int, tuple[list[str], list[float]]] = {}

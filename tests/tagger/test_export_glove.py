@@ -66,7 +66,7 @@ def test_frozen_rows_are_referred_to_and_rebuilt_exactly(run: Path) -> None:
     assert "frozen_word_vectors" not in load_file(str(export / "model.safetensors"))
     tagger, _ = load_export(export)
     state = load_checkpoint(run / "checkpoints" / "best.ckpt")["state_dict"]
-    assert torch.equal(tagger.frozen_word_vectors, state["tagger.frozen_word_vectors"])
+    assert torch.equal(tagger.feature("words").frozen_word_vectors, state["tagger.frozen_word_vectors"])
     for name, value in tagger.trained_state().items():
         assert torch.equal(value, state[f"tagger.{name}"]), name
     assert Predictor.from_export(export).tag([["Rome", "and", "Tokyo"]])[0][0]
@@ -152,4 +152,4 @@ def test_rows_that_are_not_the_packages_are_stored(tmp_path: Path) -> None:
     export = tmp_path / "run" / "export"
     assert FROZEN_KEY not in json.loads((export / "tagger.json").read_text())
     assert load_file(str(export / "model.safetensors"))["frozen_word_vectors"].shape == (5, 50)
-    assert load_export(export)[0].frozen_word_vectors.shape == (5, 50)
+    assert load_export(export)[0].feature("words").frozen_word_vectors.shape == (5, 50)

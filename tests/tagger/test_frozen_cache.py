@@ -66,7 +66,7 @@ def test_a_hit_loads_the_very_rows_and_predictions_of_a_rebuild(
     rebuilt, spec = load_export(SHIPPED_MODEL)  # a miss: rebuilt from the package, then kept
     assert cache.is_file()
     words = frozen_words(spec)
-    assert torch.equal(rebuilt.frozen_word_vectors, package_rows(words))
+    assert torch.equal(rebuilt.feature("words").frozen_word_vectors, package_rows(words))
     ids = spec.word_vocab.encode([w for s in SENTENCES for w in s])
     assert max(ids) >= spec.num_trainable_words  # the sentences do read frozen rows
     before = Predictor(rebuilt, spec).tag(SENTENCES)
@@ -117,7 +117,7 @@ def test_a_damaged_or_forged_cache_file_is_rebuilt(cache: Path, damage: str) -> 
         cache.write_bytes(b"")
     assert read_rows(cache, tuple(rows.shape), cache.name[:64]) is None
     tagger, _ = load_export(SHIPPED_MODEL)
-    assert torch.equal(tagger.frozen_word_vectors, package_rows(frozen_words(spec)))
+    assert torch.equal(tagger.feature("words").frozen_word_vectors, package_rows(frozen_words(spec)))
     assert cache.read_bytes() == good  # replaced by the rebuilt rows
 
 
@@ -168,7 +168,7 @@ def test_an_unwritable_cache_folder_only_costs_time(tmp_path: Path, monkeypatch:
     blocker.write_text("XDG_CACHE_HOME points at a file: no folder can be made under it\n")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     tagger, spec = load_export(SHIPPED_MODEL)
-    assert torch.equal(tagger.frozen_word_vectors, package_rows(frozen_words(spec)))
+    assert torch.equal(tagger.feature("words").frozen_word_vectors, package_rows(frozen_words(spec)))
     assert blocker.read_text().startswith("XDG_CACHE_HOME points")
     assert not write_rows(cache_folder() / "x.npy", np.zeros((1, 1), np.float32))  # type: ignore[operator]
 

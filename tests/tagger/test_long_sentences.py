@@ -13,9 +13,11 @@ from ner_app.bilm.char_mapper import batch_to_ids
 from ner_app.tagger.batch import encode_batch
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.features.chars import CharFeature
+from ner_app.tagger.features.words import WordEmbedding
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.text.vocab import Vocab
-from tests.helpers import random_bilm
+from tests.helpers import random_bilm, vocab_spec
 
 TAGS = ["O", "B-PER", "E-PER", "I-PER", "S-PER"]
 
@@ -66,23 +68,18 @@ def test_tagger_trains_and_decodes_a_long_sentence(tokens):
     sentence = words(tokens, seed=1)
     vocab = Vocab(sorted({w.lower() for w in sentence[:50]}), lowercase=True)
     chars = Vocab(sorted({c for w in sentence for c in w}))
-    tag_vocab = Vocab(TAGS, specials=False)
-    batch = encode_batch([sentence], vocab, chars, [["O"] * len(sentence)], tag_vocab)
+    batch = encode_batch([sentence], vocab_spec(vocab, chars, TAGS, elmo=False), [["O"] * len(sentence)])
     torch.manual_seed(0)
     tagger = BiLstmCrfTagger(
-        len(vocab),
-        len(chars),
+        {"words": WordEmbedding(len(vocab), 4), "chars": CharFeature(len(chars), 3, 5, 3)},
         len(TAGS),
-        word_dim=4,
-        char_dim=3,
-        char_filters=5,
         lstm_hidden=4,
         lstm_layers=1,
         allowed=allowed_transitions(TAGS, "BIOES"),
     )
     loss = tagger.train().loss(batch)
     loss.backward()
-    assert torch.isfinite(loss) and tagger.char_cnn.conv.weight.grad is not None
+    assert torch.isfinite(loss) and tagger.feature("chars").char_cnn.conv.weight.grad is not None
     decoded = tagger.eval().decode(batch)
     assert decoded.shape == (1, tokens)
 

@@ -60,7 +60,8 @@ def test_vocabularies_from_training_data() -> None:
     assert s.to_source_scheme([["S-PER", "O"]]) == [["I-PER", "O"]]
     tagger = BiLstmCrfTagger.from_spec(spec(None), None)
     assert (
-        tagger.word_embed.num_embeddings == s.num_trainable_words and tagger.frozen_word_vectors.shape[0] == 1
+        tagger.feature("words").word_embed.num_embeddings == s.num_trainable_words
+        and tagger.feature("words").frozen_word_vectors.shape[0] == 1
     )
     with pytest.raises(SpecError, match="a biLM is needed"):
         BiLstmCrfTagger.from_spec(s, None)

@@ -9,9 +9,12 @@ from ner_app.tagger import char_features
 from ner_app.tagger.batch import encode_batch, full_steps, row_lengths
 from ner_app.tagger.char_features import WordCharCNN
 from ner_app.tagger.crf.constraints import allowed_transitions
+from ner_app.tagger.features.chars import CharFeature
+from ner_app.tagger.features.elmo import ElmoFeature
+from ner_app.tagger.features.words import WordEmbedding
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.text.vocab import Vocab
-from tests.helpers import random_bilm
+from tests.helpers import random_bilm, vocab_spec
 
 TAGS = ["O", "B-PER", "E-PER", "I-PER", "S-PER", "B-LOC", "E-LOC", "I-LOC", "S-LOC"]
 SENTENCES = [["Alice", "Smith", "flew", "to", "Paris", "."], ["Bob", "ran"], ["x"]]
@@ -22,29 +25,24 @@ def make_tagger(
 ) -> BiLstmCrfTagger:
     torch.manual_seed(seed)
     mixes = 2 if at_output else 1
+    features = {"words": WordEmbedding(20, 6, frozen_words), "chars": CharFeature(30, 4, 5, 3)}
+    if elmo:
+        features["elmo"] = ElmoFeature(Elmo(random_bilm(), mixes, dropout=0.0), at_output)
     return BiLstmCrfTagger(
-        num_words=20,
-        num_chars=30,
+        features,
         num_tags=len(TAGS),
-        word_dim=6,
-        char_dim=4,
-        char_filters=5,
         lstm_hidden=7,
         lstm_layers=2,
         dropout=0.5,
-        elmo=Elmo(random_bilm(), mixes, dropout=0.0) if elmo else None,
         allowed=allowed_transitions(TAGS, "BIOES"),
-        frozen_words=frozen_words,
-        elmo_at_output=at_output,
     ).eval()
 
 
 def batch_of(sentences, words=None):
     words = words or Vocab(sorted({w.lower() for s in SENTENCES for w in s}), lowercase=True)
     chars = Vocab(sorted({c for s in SENTENCES for w in s for c in w}))
-    tag_vocab = Vocab(TAGS, specials=False)
     tags = [["O"] * len(s) for s in sentences]
-    return encode_batch(sentences, words, chars, tags=tags, tag_vocab=tag_vocab)
+    return encode_batch(sentences, vocab_spec(words, chars, TAGS), tags=tags)
 
 
 @pytest.mark.parametrize("at_output", [False, True])
@@ -134,19 +132,19 @@ def test_char_cnn_computes_every_position_of_a_batch_too_small_to_pay_for_the_se
 def test_frozen_word_rows_are_looked_up_but_never_trained():
     tagger = make_tagger(elmo=False, frozen_words=4)
     vectors = torch.randn(24, 6)
-    tagger.init_word_embeddings(vectors)
+    tagger.feature("words").init_word_embeddings(vectors)
     words = torch.tensor([[1, 19, 20, 23]])
-    torch.testing.assert_close(tagger.embed_words(words)[0], vectors[[1, 19, 20, 23]])
+    torch.testing.assert_close(tagger.feature("words").embed_words(words)[0], vectors[[1, 19, 20, 23]])
     tagger.train()
-    tagger.embed_words(words).sum().backward()
-    assert "frozen_word_vectors" in dict(tagger.named_buffers())
-    assert tagger.word_embed.weight.grad[[1, 19]].abs().sum() > 0
+    tagger.feature("words").embed_words(words).sum().backward()
+    assert "frozen_word_vectors" in dict(tagger.feature("words").named_buffers())
+    assert tagger.feature("words").word_embed.weight.grad[[1, 19]].abs().sum() > 0
 
 
 def test_loss_adds_lambda_times_mix_penalty():
     tagger = make_tagger()
     with torch.no_grad():
-        tagger.elmo.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        tagger.feature("elmo").elmo.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
     batch = batch_of(SENTENCES)
     difference = tagger.loss(batch, l2_coef=0.1) - tagger.loss(batch, l2_coef=0.0)
     torch.testing.assert_close(difference, torch.tensor(0.1 * (0.25 + 1.0 + 4.0)))
@@ -155,9 +153,9 @@ def test_loss_adds_lambda_times_mix_penalty():
 def test_loss_trains_tagger_and_mix_but_not_bilm():
     tagger = make_tagger().train()
     tagger.loss(batch_of(SENTENCES), l2_coef=0.1).backward()
-    mix = tagger.elmo.scalar_mixes[0]
+    mix = tagger.feature("elmo").elmo.scalar_mixes[0]
     assert mix.scalar_parameters.grad is not None and mix.gamma.grad is not None
-    assert all(p.grad is None for p in tagger.elmo.bilm.parameters())
+    assert all(p.grad is None for p in tagger.feature("elmo").elmo.bilm.parameters())
     assert tagger.crf.transitions.grad is not None and tagger.lstm[0].weight_ih_l0.grad is not None
 
 
@@ -187,27 +185,29 @@ def test_output_mix_enters_only_the_output_layer():
     """emissions = W dropout([h_k; ELMo_k^task]): the output layer reads 2H + 2P features, and changing the
     output mix's weights changes the emissions while the BiLSTM's input stays the same."""
     tagger = make_tagger(at_output=True)
-    assert tagger.output.in_features == 2 * 7 + tagger.elmo.output_dim
+    assert tagger.output.in_features == 2 * 7 + tagger.feature("elmo").elmo.output_dim
     batch = batch_of(SENTENCES)
     before = tagger.emissions(batch)
-    inputs = tagger.elmo_representations(batch)[0]
+    inputs = tagger.feature("elmo").representations(batch["features"]["elmo"])[0]
     with torch.no_grad():
-        tagger.elmo.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([3.0, -2.0, 0.0]))
-        tagger.elmo.scalar_mixes[1].gamma.fill_(2.0)
+        tagger.feature("elmo").elmo.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([3.0, -2.0, 0.0]))
+        tagger.feature("elmo").elmo.scalar_mixes[1].gamma.fill_(2.0)
     assert not torch.allclose(tagger.emissions(batch), before)
-    torch.testing.assert_close(tagger.elmo_representations(batch)[0], inputs)  # the input mix is untouched
+    torch.testing.assert_close(
+        tagger.feature("elmo").representations(batch["features"]["elmo"])[0], inputs
+    )  # the input mix is untouched
 
 
 def test_output_mix_is_trained_and_penalised_like_the_input_mix():
     tagger = make_tagger(at_output=True).train()
     batch = batch_of(SENTENCES)
     tagger.loss(batch, l2_coef=0.1).backward()
-    for mix in tagger.elmo.scalar_mixes:
+    for mix in tagger.feature("elmo").elmo.scalar_mixes:
         assert mix.scalar_parameters.grad is not None and mix.scalar_parameters.grad.abs().sum() > 0
         assert mix.gamma.grad is not None
-    assert all(p.grad is None for p in tagger.elmo.bilm.parameters())
+    assert all(p.grad is None for p in tagger.feature("elmo").elmo.bilm.parameters())
     with torch.no_grad():
-        for mix in tagger.elmo.scalar_mixes:
+        for mix in tagger.feature("elmo").elmo.scalar_mixes:
             mix.scalar_parameters.copy_(torch.tensor([1.0, 0.0, -1.0]))
     tagger.eval()
     difference = tagger.loss(batch, l2_coef=0.1) - tagger.loss(batch, l2_coef=0.0)
@@ -216,9 +216,7 @@ def test_output_mix_is_trained_and_penalised_like_the_input_mix():
 
 def test_output_mix_needs_a_second_mix():
     with pytest.raises(ValueError, match="two mixes"):
-        BiLstmCrfTagger(
-            num_words=5, num_chars=5, num_tags=3, elmo=Elmo(random_bilm(), 1), elmo_at_output=True
-        )
+        ElmoFeature(Elmo(random_bilm(), 1), at_output=True)
 
 
 def test_decode_scored_is_the_best_allowed_path_and_its_marginals():

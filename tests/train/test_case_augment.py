@@ -102,12 +102,14 @@ def test_training_batches_show_the_view_to_words_chars_and_elmo(tmp_path: Path) 
             seen.add(views[i])
             assert batch["tokens"][row] == shown and shown != original
             n = len(shown)
-            assert batch["words"][row, :n].tolist() == dm.spec.word_vocab.encode(shown)  # a cased vocabulary
-            width = batch["chars"].shape[2]
+            assert batch["features"]["words"]["ids"][row, :n].tolist() == dm.spec.word_vocab.encode(
+                shown
+            )  # a cased vocabulary
+            width = batch["features"]["chars"]["ids"].shape[2]
             for j, token in enumerate(shown):
                 ids = dm.spec.char_vocab.encode(token[:width])
-                assert batch["chars"][row, j, : len(ids)].tolist() == ids
-            assert torch.equal(batch["elmo_chars"][row, :n], batch_to_ids([shown])[0])
+                assert batch["features"]["chars"]["ids"][row, j, : len(ids)].tolist() == ids
+            assert torch.equal(batch["features"]["elmo"]["chars"][row, :n], batch_to_ids([shown])[0])
             tags = dm.spec.decode_tags(batch["tags"][row : row + 1], batch["mask"][row : row + 1])[0]
             assert tags == dm.splits["train"].tags[i]  # tags unchanged
     assert seen == {"lower", "upper"}

@@ -17,6 +17,7 @@ from ner_app.text.vocab import Vocab, build_char_vocab, build_tag_vocab, build_w
 from ner_app.train.corpus import load_corpus
 from ner_app.train.datamodule import ConllDataModule
 from ner_app.train.sampler import LengthBucketSampler
+from tests.helpers import vocab_spec
 
 TRAIN = """-DOCSTART- -X- O O
 
@@ -128,21 +129,24 @@ def test_encode_batch_shapes_padding_and_chars() -> None:
     words = build_word_vocab(sentences)
     chars = build_char_vocab(sentences)
     tags = build_tag_vocab([["S-PER", "O", "O"], ["S-LOC"]], "BIOES")
-    batch = encode_batch(sentences, words, chars, [["S-PER", "O", "O"], ["S-LOC"]], tags, index=[7, 3])
-    assert batch["words"].shape == (2, 3) and batch["words"].dtype == torch.long
-    assert batch["chars"].shape == (2, 3, 30)  # the 40-char token is cut at 30
-    assert batch["elmo_chars"].shape == (2, 3, 50)
-    assert torch.equal(batch["elmo_chars"], batch_to_ids(sentences))
+    spec = vocab_spec(words, chars, tags.itos)
+    batch = encode_batch(sentences, spec, [["S-PER", "O", "O"], ["S-LOC"]], index=[7, 3])
+    inputs = batch["features"]
+    assert inputs["words"]["ids"].shape == (2, 3) and inputs["words"]["ids"].dtype == torch.long
+    assert inputs["chars"]["ids"].shape == (2, 3, 30)  # the 40-char token is cut at 30
+    assert inputs["elmo"]["chars"].shape == (2, 3, 50)
+    assert torch.equal(inputs["elmo"]["chars"], batch_to_ids(sentences))
     assert batch["mask"].dtype == torch.bool and batch["mask"].tolist() == [[True] * 3, [True, False, False]]
     assert batch["index"].tolist() == [7, 3] and batch["tokens"] == sentences
     assert tags.decode(batch["tags"][0].tolist()) == ["S-PER", "O", "O"]
     padding = ~batch["mask"]
-    assert batch["words"][padding].eq(0).all() and batch["chars"][padding].eq(0).all()
-    assert batch["chars"][1, 0].tolist()[:5] == chars.encode(list("Bonn")) + [0]
-    small = encode_batch([["a", "bb"]], words, chars)
-    assert small["chars"].shape == (1, 2, 2) and "tags" not in small and small["index"].tolist() == [0]
+    assert inputs["words"]["ids"][padding].eq(0).all() and inputs["chars"]["ids"][padding].eq(0).all()
+    assert inputs["chars"]["ids"][1, 0].tolist()[:5] == chars.encode(list("Bonn")) + [0]
+    small = encode_batch([["a", "bb"]], spec)
+    assert small["features"]["chars"]["ids"].shape == (1, 2, 2) and "tags" not in small
+    assert small["index"].tolist() == [0]
     with pytest.raises(ValueError, match="no empty sentences"):
-        encode_batch([["a"], []], words, chars)
+        encode_batch([["a"], []], spec)
 
 
 # --- LengthBucketSampler --------------------------------------------------------------------------------
@@ -249,16 +253,16 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
     batches = list(dm.train_dataloader())
     assert sorted(i for b in batches for i in b["index"].tolist()) == [0, 1, 2, 3]
     for batch in batches:
-        size, longest = batch["words"].shape
+        size, longest = batch["features"]["words"]["ids"].shape
         lengths = [len(t) for t in batch["tokens"]]
         assert longest == max(lengths)
         assert batch["mask"].sum(1).tolist() == lengths
-        assert batch["chars"].shape == (
+        assert batch["features"]["chars"]["ids"].shape == (
             size,
             longest,
             min(30, max(len(t) for s in batch["tokens"] for t in s)),
         )
-        assert "elmo_chars" not in batch  # no biLM reads them (a spec without ELMo)
+        assert "elmo" not in batch["features"]  # no biLM reads them (a spec without ELMo)
         assert batch["partial"] is False  # every tag annotated
         assert batch["tags"].shape == (size, longest) and batch["tags"][~batch["mask"]].eq(0).all()
         for row, i in enumerate(batch["index"].tolist()):
@@ -266,7 +270,7 @@ def test_datamodule_on_a_tiny_folder(tmp_path: Path, columns: int) -> None:
 
     val = list(dm.val_dataloader())
     assert [b["index"].tolist() for b in val] == [[1, 0]]  # sorted by length, no shuffle
-    assert val[0]["words"][1].tolist() == [
+    assert val[0]["features"]["words"]["ids"][1].tolist() == [
         dm.spec.word_vocab.stoi["peter"],
         dm.spec.word_vocab.stoi["met"],
         1,
@@ -294,7 +298,7 @@ def test_datamodule_bio_and_options(tmp_path: Path) -> None:
     ]
     rare = make(tmp_path / "data", min_word_count=2)
     assert len(rare.spec.word_vocab) == 2  # no train token occurs twice: only <pad> and <unk>
-    assert next(iter(dm.dataloader("dev", batch_size=1)))["words"].shape[0] == 1
+    assert next(iter(dm.dataloader("dev", batch_size=1)))["features"]["words"]["ids"].shape[0] == 1
     with pytest.raises(KeyError, match="unknown split 'dev2'"):
         dm.dataloader("dev2")
 

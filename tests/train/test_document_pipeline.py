@@ -79,12 +79,12 @@ def test_batches_carry_each_sentence_in_its_document(tmp_path, cached):
         with torch.inference_mode():
             ref_layers, ref_mask = context_layers(bilm, expected)
         if cached:
-            layers, mask = batch["elmo_layers"], batch["elmo_mask"]
+            layers, mask = batch["features"]["elmo"]["layers"], batch["features"]["elmo"]["mask"]
             assert torch.equal(mask, ref_mask)
             for got, ref in zip(layers, ref_layers, strict=True):
                 torch.testing.assert_close(got, ref.half().float(), atol=2e-3, rtol=0)  # fp16 rows
         else:
-            assert batch["elmo_context"] == expected
+            assert batch["features"]["elmo"]["context"] == expected
         seen += len(expected)
     assert seen == len(contexts)
     if cached:  # sentence-mode rows of the same sentences are other rows (sentence mode keys)
@@ -120,7 +120,8 @@ def test_document_run_trains_to_f1_one_and_exports_its_context(doc_run):
     metrics = json.loads((doc_run / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
     spec = json.loads((doc_run / "export" / "tagger.json").read_text())
-    assert spec["elmo"]["context"] == "document" and spec["elmo"]["max_stream_positions"] == 2048
+    elmo = next(f for f in spec["features"] if f["name"] == "elmo")
+    assert elmo["context"] == "document" and elmo["max_stream_positions"] == 2048
 
 
 def test_document_run_without_cache(tmp_path, tiny_bilm_files):
@@ -195,8 +196,9 @@ def test_predict_text_line_is_one_document(doc_run):
     separate = predictor.tag(sentences, [0, 1, 2])  # each sentence its own document
     assert [s for _, s in as_document] != [s for _, s in separate]  # the context changes the marginals
     assert predictor.spec.elmo is not None  # the same tagger, its spec in sentence context
+    sentence = dataclasses.replace(predictor.spec.elmo, context="sentence")
     predictor.spec = dataclasses.replace(
-        predictor.spec, elmo=dataclasses.replace(predictor.spec.elmo, context="sentence")
+        predictor.spec, features=tuple(sentence if f.name == "elmo" else f for f in predictor.spec.features)
     )
     sentence_mode = predictor.tag(sentences, [0, 1, 2])  # one-sentence documents are sentence mode
     assert [t for t, _ in sentence_mode] == [t for t, _ in separate]

@@ -20,7 +20,7 @@ from ner_app.tagger.export import load_export
 from ner_app.train.continued import OldDev, StartingPoint, continue_from
 from ner_app.train.corpus import load_corpus
 from ner_app.train.metrics import RunMetrics
-from ner_app.train.run import build_spec, build_tagger, load_elmo
+from ner_app.train.run import build_spec, build_tagger, load_features
 from tests.helpers import ROOT, TINY
 
 # Continued training data: the old types PER, ORG, LOC and a new one, PROD, in IOB2 (the old data is IOB1).
@@ -105,10 +105,12 @@ def test_continued_tagger_starts_with_the_exports_weights(checkout: Path) -> Non
     overrides = ["data.dir=mine_prod", "model.init_from=runs/tiny/export"]
     cfg = load_config(checkout / "configs" / "tiny.yaml", overrides)
     corpus = load_corpus(cfg.data.dir, None, cfg.data.scheme)
-    bilm, ref = load_elmo(cfg)
+    features, resources = load_features(cfg)
     start = StartingPoint.load(str(cfg.model.init_from))
     tagger, spec = continue_from(
-        start, build_spec(cfg, corpus, ref, None), lambda s: build_tagger(cfg, s, bilm, corpus, None)
+        start,
+        build_spec(cfg, corpus, features, None),
+        lambda s: build_tagger(cfg, s, resources, corpus, None),
     )
     assert start.types == ("LOC", "MISC", "ORG", "PER")
     assert set(spec.tag_vocab.itos) == set(start.spec.tag_vocab.itos) | {

@@ -17,6 +17,7 @@ from ner_app.text.conll import read_conll
 from ner_app.text.tags import convert, scheme_tags
 from ner_app.text.vocab import build_char_vocab, build_tag_vocab, build_word_vocab
 from ner_app.train.datamodule import Collator
+from tests.helpers import vocab_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
@@ -56,7 +57,8 @@ def test_encode_batch_marks_unknown_tags():
     sentences = [["EU", "rejects", "it"], ["Peter"]]
     tags = [["B-ORG", "-", "O"], ["-"]]
     tag_vocab = build_tag_vocab(tags, "BIO")
-    batch = encode_batch(sentences, build_word_vocab(sentences), build_char_vocab(sentences), tags, tag_vocab)
+    spec = vocab_spec(build_word_vocab(sentences), build_char_vocab(sentences), tag_vocab.itos)
+    batch = encode_batch(sentences, spec, tags)
     assert batch["known"].dtype == torch.bool
     assert batch["known"].tolist() == [[True, False, True], [False, False, False]]  # padding is not known
     assert batch["tags"].tolist() == [[tag_vocab.stoi["B-ORG"], 0, 0], [0, 0, 0]]

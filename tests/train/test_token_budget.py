@@ -202,16 +202,24 @@ def test_datamodule_batches_keep_to_the_budgets(tmp_path):
     dm = ConllDataModule(corpus, spec, batch_size=4, eval_batch_size=64, max_tokens=40, eval_max_tokens=100)
     for split, budget in (("train", 40), ("dev", 100), ("test", 100)):
         loader = dm.dataloader(split, shuffle=split == "train")
-        shapes = [tuple(b["words"].shape) for b in loader]
+        shapes = [tuple(b["features"]["words"]["ids"].shape) for b in loader]
         assert sum(n for n, _ in shapes) == len(corpus.splits[split].tokens)
         assert len(shapes) == len(loader.batch_sampler)
         assert all(n == 1 or n * t <= budget for n, t in shapes), shapes
-        assert all(b["chars"].shape[0] * b["chars"].shape[1] <= max(budget, 400) for b in loader)
-    assert (1, 400) in [tuple(b["words"].shape) for b in dm.val_dataloader()]  # the long sentence alone
+        assert all(
+            b["features"]["chars"]["ids"].shape[0] * b["features"]["chars"]["ids"].shape[1]
+            <= max(budget, 400)
+            for b in loader
+        )
+    assert (1, 400) in [
+        tuple(b["features"]["words"]["ids"].shape) for b in dm.val_dataloader()
+    ]  # the long sentence alone
     same = ConllDataModule(
         corpus, spec, batch_size=4, eval_batch_size=64, max_tokens=None, eval_max_tokens=None
     )
-    assert max(b["words"].shape[0] for b in same.val_dataloader()) > 1  # no budget: it shares its batch
+    assert (
+        max(b["features"]["words"]["ids"].shape[0] for b in same.val_dataloader()) > 1
+    )  # no budget: it shares its batch
 
 
 def test_config_keys_default_and_bad_values(tmp_path):

@@ -154,9 +154,11 @@ def test_elmo_at_output_trains_to_f1_one_from_one_cache_fill_and_exports(tmp_pat
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "input mix" in page and "output mix" in page  # the run report labels both
     tagger, spec = load_export(out / "export")
-    assert spec.elmo is not None and spec.elmo.at_output and len(tagger.elmo.scalar_mixes) == 2
+    assert (
+        spec.elmo is not None and spec.elmo.at_output and len(tagger.feature("elmo").elmo.scalar_mixes) == 2
+    )
     again, _ = load_export(export_checkpoint(out / "checkpoints" / "best.ckpt", tmp_path / "export2"))
     sentences = [s.tokens for s in read_conll(TINY / "test.txt")]
-    batch = encode_batch(sentences, spec.word_vocab, spec.char_vocab)
+    batch = encode_batch(sentences, spec)
     assert torch.equal(tagger.decode(batch), again.decode(batch))
     torch.testing.assert_close(tagger.emissions(batch), again.emissions(batch), atol=0, rtol=0)
