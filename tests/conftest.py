@@ -11,8 +11,9 @@ from ner_app.bilm.weights import save_bilm
 from tests.helpers import REPO, random_bilm
 
 # Fixtures that train a tiny run, by the folder whose conftest.py defines them: every test of that folder using
-# one is marked ``system`` (out of the fast lane), wherever the run is first trained. Test modules mark their
-# own training and process-starting tests with ``pytestmark = pytest.mark.system`` or a decorator.
+# one is marked ``system``, so that the fast lane (-m "not slow and not system") never trains it. Test modules mark
+# their own tests that train, start processes or servers (found with --durations=0) with ``pytestmark =
+# pytest.mark.system`` or ``@pytest.mark.system``.
 TRAINED_RUN_FIXTURES = {
     "tests/report": {"runs", "tiny_run"},
     "tests/system/hostile": {"trained"},
