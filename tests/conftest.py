@@ -8,11 +8,27 @@ import pytest
 import torch
 
 from ner_app.bilm.weights import save_bilm
-from tests.helpers import random_bilm
+from tests.helpers import REPO, random_bilm
+
+# Fixtures that train a tiny run, by the folder whose conftest.py defines them: every test of that folder using
+# one is marked ``system``, so that the fast lane (-m "not slow and not system") never trains it. Test modules mark
+# their own tests that train, start processes or servers (found with --durations=0) with ``pytestmark =
+# pytest.mark.system`` or ``@pytest.mark.system``.
+TRAINED_RUN_FIXTURES = {
+    "tests/report": {"runs", "tiny_run"},
+    "tests/system/hostile": {"trained"},
+}
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` skip cleanly on a machine without a CUDA GPU."""
+    """Tests using a trained-run fixture of TRAINED_RUN_FIXTURES are marked ``system``; tests marked ``cuda``
+    skip cleanly on a machine without a CUDA GPU."""
+    folders = {REPO / folder: names for folder, names in TRAINED_RUN_FIXTURES.items()}
+    for item in items:
+        for folder, names in folders.items():
+            if item.path.is_relative_to(folder) and names.intersection(getattr(item, "fixturenames", ())):
+                item.add_marker(pytest.mark.system)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

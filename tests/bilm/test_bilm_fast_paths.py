@@ -183,6 +183,7 @@ def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(monkeypatch: pytest.Monkey
         torch.testing.assert_close(b.cpu(), a, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.system
 def test_bf16_pretraining_reaches_the_fp32_perplexity(tmp_path: Path) -> None:
     """bf16 autocast on the CPU (fp32 master weights) learns the tiny grammar as well as fp32 does."""
     corpus = write_grammar(tmp_path / "train.txt", 1500, seed=0)
@@ -217,6 +218,7 @@ def test_argmax_gradient_of_the_char_cnn_is_the_tie_split_one_in_fp32() -> None:
     assert any(not torch.equal(a, b) for a, b in zip(found[False][1:], found[True][1:], strict=True))
 
 
+@pytest.mark.system
 def test_argmax_gradient_pretrains_to_the_same_perplexity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,6 +50,7 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("command", ["train", "embed", "export", "predict", "pretrain-bilm", "convert"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     result = subprocess.run(
@@ -83,6 +84,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
         main(["train", "--config", str(ROOT / "configs/tiny.yaml")])
 
 
+@pytest.mark.system
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this runs the whole check")
 def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
     result = subprocess.run(
@@ -91,6 +93,7 @@ def test_gpu_check_without_cuda_says_so_and_exits_0() -> None:
     assert result.returncode == 0 and "no CUDA device" in result.stdout
 
 
+@pytest.mark.system
 def test_gpu_speed_without_cuda_says_so_and_exits_0() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu_speed", "model.glove=PATH"],

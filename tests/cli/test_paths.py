@@ -37,6 +37,7 @@ def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
     assert cfg.model.glove == "package" and cfg.elmo.cache_dir is None  # a name and a null are not paths
 
 
+@pytest.mark.system
 def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
     """A copy of the project's files, trained from an unrelated cwd with relative paths in the file and in an
     override (output_dir): everything lands in the project, and the layer cache in the user's cache folder
@@ -125,6 +126,7 @@ def test_a_config_outside_the_repository_finds_the_shipped_bilm(tmp_path: Path) 
     )
 
 
+@pytest.mark.system
 def test_the_own_data_template_copied_beside_ones_data_trains_with_the_shipped_bilm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -153,6 +153,7 @@ def domain_overrides(tmp_path: Path, corpus: Path, init: Path, steps: int) -> li
     ]
 
 
+@pytest.mark.system
 def test_domain_config_runs_at_tiny_scale_from_the_shipped_biLM(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

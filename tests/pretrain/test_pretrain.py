@@ -324,6 +324,7 @@ def test_training_step_carries_detached_state(tmp_path: Path) -> None:
     assert result["predicted_tokens"] == 5 and result["mean"] > 1
 
 
+@pytest.mark.system
 def test_tiny_pretraining_learns_the_grammar_and_exports(tmp_path: Path) -> None:
     """The reference's own check: a tiny LM on a tiny synthetic corpus gets held-out perplexity below 20."""
     corpus = write_grammar(tmp_path / "train.txt", 1500, seed=0)

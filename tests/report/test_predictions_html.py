@@ -123,6 +123,7 @@ def page(export) -> tuple[str, list[dict]]:
     return predict(export, source, "html"), predicted
 
 
+@pytest.mark.system
 def test_marked_spans_are_the_predicted_entities(page):
     html, predicted = page
     parsed = parse(html)
@@ -137,6 +138,7 @@ def test_marked_spans_are_the_predicted_entities(page):
     assert summary is not None and summary.groups() == (str(len(TEXTS)), str(found))
 
 
+@pytest.mark.system
 def test_hostile_text_is_escaped(page):
     html, _ = page
     parsed = parse(html)
@@ -201,6 +203,7 @@ def _run_chromium(tmp_path: Path, *args: str) -> str:
     return result.stdout
 
 
+@pytest.mark.system
 def test_chromium_renders_each_type_in_its_colour_and_runs_no_script(page, tmp_path):
     html, _ = page
     path = tmp_path / "page.html"

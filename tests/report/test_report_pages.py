@@ -17,6 +17,7 @@ from ner_app.report.run_files import learning_curves, read_log
 from tests.report.test_report import ROOT, TINY, parse
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("epochs", [1, 3])
 def test_every_epoch_has_its_dev_point(tmp_path: Path, epochs: int) -> None:
     """The last epoch's validation is shown (only the one after fit, on the chosen checkpoint, is not), and a

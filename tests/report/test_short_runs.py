@@ -96,6 +96,7 @@ def train_run(run: Path, *overrides: str) -> None:
     assert train.main(args) == 0
 
 
+@pytest.mark.system
 def test_five_batch_run_has_whole_epoch_ticks_and_no_empty_axes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train_run(run, "data.batch_size=8", "trainer.max_epochs=5")  # the 6 training sentences in one batch

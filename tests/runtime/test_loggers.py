@@ -24,6 +24,7 @@ def scalar_tags(folder: Path) -> set[str]:
     return set(events.Tags()["scalars"])
 
 
+@pytest.mark.system
 def test_tensorboard_logs_beside_the_csv_log(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from ner_app.progress import LineProgress, track
@@ -52,6 +53,7 @@ def test_track_yields_every_item(capsys) -> None:
     assert list(track(range(3), "silent", enabled=False)) == [0, 1, 2] and capsys.readouterr().err == ""
 
 
+@pytest.mark.system
 def test_training_log_has_a_line_per_tenth_of_an_epoch(tmp_path: Path) -> None:
     out, err = run_cli(
         tmp_path,
@@ -118,6 +120,7 @@ def assert_console(out: str, err: str, run: Path) -> None:
         assert "available: False" not in err, err
 
 
+@pytest.mark.system
 def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> None:
     words = "the cat sees a dog . a big fish eats the small cat .".split()
     corpus = tmp_path / "corpus.txt"

@@ -18,6 +18,8 @@ from ner_app.text.conll import read_conll
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import entities
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 POOL = [

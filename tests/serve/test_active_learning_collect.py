@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.active_learning import label_share
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +23,7 @@ def _round(folder: Path, sentences: int, tokens_each: int, dev: float, test: flo
     (folder / "run" / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
 
 
+@pytest.mark.system
 def test_collect_reports_each_strategy_up_to_the_round_every_seed_finished(tmp_path: Path) -> None:
     for seed, shift in ((1, 0.0), (2, 2.0)):
         base = tmp_path / f"seed{seed}"

@@ -19,6 +19,8 @@ from ner_app.predict import api
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 TEXTS = ["Alice Smith flew to Paris.", "", "Acme Corp hired Bob Jones in Berlin. Then Alice left!"]

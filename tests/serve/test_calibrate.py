@@ -30,6 +30,8 @@ from ner_app.tagger.export import load_export
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm, rewrite_spec
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 TEXTS = ["Alice Smith flew to Paris.", "Acme Corp hired Bob Jones in Berlin. Then Alice left!"]

@@ -21,6 +21,8 @@ from ner_app.bilm.weights import save_bilm
 from ner_app.cli.commands import main
 from tests.helpers import TINY_OPTIONS
 
+pytestmark = pytest.mark.system  # starts local HTTP servers, some slow on purpose: out of the fast lane
+
 SMALL = elmo_models.MODELS["small"]
 OPTIONS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.options.name}"
 WEIGHTS_URL_PATH = f"/elmo/{SMALL.folder}/{SMALL.weights.name}"

@@ -39,6 +39,7 @@ def test_embed_writes_every_layer_per_line(tmp_path, tiny_bilm_files):
             np.testing.assert_allclose(out[str(i)][...], expected, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.system
 def test_embed_bad_input_is_one_clear_line(tmp_path, tiny_bilm_files):
     options, weights = tiny_bilm_files
     (tmp_path / "in.txt").write_bytes(b"fine line\nbad \xff byte\n")

@@ -13,6 +13,8 @@ from ner_app.cli.commands import main
 from ner_app.text.conll import read_predictions
 from ner_app.text.scores import entity_scores
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 

@@ -18,6 +18,8 @@ from ner_app.tagger.export import ExportError, load_export
 from ner_app.tagger.integrity import IntegrityError
 from ner_app.text.conll import read_conll
 
+pytestmark = pytest.mark.system  # trains a tiny run, starts predict processes: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 

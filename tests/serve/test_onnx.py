@@ -33,6 +33,8 @@ from ner_app.text.readings import ReadingOptions
 from ner_app.text.tags import convert
 from tests.helpers import one_error_line, random_bilm
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 TEXTS = ["Alice Smith flew to Paris.", "", "Acme Corp hired Bob Jones in Berlin. Then Alice left!"]

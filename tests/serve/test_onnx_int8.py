@@ -20,6 +20,8 @@ from ner_app.text.conll import read_conll
 from tests.helpers import one_error_line
 from tests.serve.test_onnx import TINY, trained  # noqa: F401  # the module's tiny trained tagger
 
+pytestmark = pytest.mark.system  # trains a tiny run: out of the fast lane
+
 INTEGER_OPS = {"DynamicQuantizeLSTM", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear"}
 
 

@@ -29,6 +29,8 @@ from ner_app.limits import SERVE_MAX_BODY_BYTES, SERVE_MAX_CHARS, SERVE_MAX_TEXT
 from ner_app.text.conll import read_conll
 from tests.helpers import random_bilm
 
+pytestmark = pytest.mark.system  # trains a tiny run and starts servers: out of the fast lane
+
 pytest.importorskip("litserve", reason="serve needs LitServe (pip install -e '.[serve]')")
 
 ROOT = Path(__file__).resolve().parents[2]

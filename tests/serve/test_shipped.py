@@ -27,6 +27,7 @@ def test_the_shipped_model_is_small_and_documented() -> None:
     assert sum(p.stat().st_size for p in files) <= MAX_MODEL_BYTES
 
 
+@pytest.mark.system
 def test_predict_from_stdin_with_the_shipped_model() -> None:
     """The README's quick start, as a user types it: no --model, a new process."""
     done = subprocess.run(

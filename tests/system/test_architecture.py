@@ -168,11 +168,13 @@ def _imported_heavy(modules: list[str]) -> list[str]:
     return done.stdout.split()
 
 
+@pytest.mark.system
 def test_predict_and_embed_import_no_lightning() -> None:
     """Prediction and embedding start without Lightning (or matplotlib): it is training's, and slow to import."""
     assert _imported_heavy(LIGHT_PATHS) == []
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("module", ["ner_app.train.module", "ner_app.report.run_report"])
 def test_the_import_check_sees_a_heavy_import(module: str) -> None:
     assert _imported_heavy([module])

@@ -310,6 +310,7 @@ def test_no_tested_entry_is_stale() -> None:
     assert not stale, "TESTED commands no page documents (or only as long jobs):\n" + "\n".join(stale)
 
 
+@pytest.mark.system
 def test_every_tested_entry_names_a_collected_test() -> None:
     files = sorted({target.split("::")[0] for target in TESTED.values()})
     result = subprocess.run(
@@ -417,6 +418,7 @@ def test_configuration_page_names_every_key_with_its_default() -> None:
         )
 
 
+@pytest.mark.system
 def test_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the examples name the shipped files relative to the checkout
     ran = 0
@@ -445,6 +447,7 @@ def as_documented(command: str) -> str:
 SLOW_SMOKE = {"epoch_speed"}
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMOKE else n for n in SMOKE]
 )
@@ -461,6 +464,7 @@ def test_benchmark_smoke_command_runs(name: str) -> None:
     assert "|---" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
 
 
+@pytest.mark.system
 def test_tiny_pretraining_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shared_path("corpus", "news_pretrain.tok.txt")
     shared_path("data", "conll2003", "valid.txt")

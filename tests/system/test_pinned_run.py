@@ -15,6 +15,8 @@ import torch
 import train
 from ner_app.pretrain.metrics import PretrainMetrics
 
+pytestmark = pytest.mark.system  # trains the pinned tiny runs: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 # configs/tiny.yaml, 5 epochs, no layer cache, one thread: measured on the code before the redesign. Its batches
 # are shorter than the BiLSTM's fused-call threshold (``bilstm.FUSED_MIN_STEPS``), so they run the packed rows

@@ -26,6 +26,8 @@ from ner_app.pretrain.streams import StreamBatches, stream_rows
 from ner_app.pretrain.vocab import SoftmaxVocab
 from tests.helpers import write_grammar
 
+pytestmark = pytest.mark.system  # starts pretraining processes: out of the fast lane
+
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 60  # a run of STEPS, or STEPS // 2 then --resume to STEPS
 

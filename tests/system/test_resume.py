@@ -20,6 +20,8 @@ from ner_app.cli.commands import main
 from ner_app.pretrain.metrics import PretrainMetrics
 from tests.helpers import tiny_overrides, write_grammar
 
+pytestmark = pytest.mark.system  # trains and resumes tiny runs: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 

@@ -18,6 +18,8 @@ from ner_app.jobs.seeds import SeedsError, _CacheGate, parse_seeds
 from ner_app.train.layer_store import LayerStore
 from tests.helpers import one_error_line, train_args
 
+pytestmark = pytest.mark.system  # trains tiny runs over several seeds: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -18,6 +18,8 @@ from ner_app.runtime.checkpoint import load_checkpoint
 from ner_app.tagger.export import FROZEN_KEY, load_export
 from ner_app.tagger.glove import _load_package
 
+pytestmark = pytest.mark.system  # trains a tiny run with GloVe: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 # some train words and some that are not: the latter become the frozen rows

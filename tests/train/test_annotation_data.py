@@ -112,6 +112,7 @@ def test_a_named_format_without_its_files_says_what_it_expected(tmp_path):
         load_corpus(str(TINY), None, "BIOES", fmt="doccano")
 
 
+@pytest.mark.system
 def test_training_on_a_doccano_export_gives_the_same_weights(tmp_path):
     folder = write_doccano(tmp_path / "doccano")
     assert train.main(train_args(tmp_path / "files", "trainer.enable_progress_bar=false")) == 0

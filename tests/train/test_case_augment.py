@@ -132,6 +132,7 @@ def test_the_datamodule_refuses_a_share_outside_0_1_and_document_context(tmp_pat
         dm.train_dataloader()
 
 
+@pytest.mark.system
 def test_a_tiny_run_trains_with_case_augmentation_and_caches_every_view(
     tmp_path, tiny_bilm_files, monkeypatch
 ) -> None:
@@ -168,6 +169,7 @@ def test_a_tiny_run_trains_with_case_augmentation_and_caches_every_view(
     assert "case_augment: 0.5" in saved
 
 
+@pytest.mark.system
 def test_a_case_augmented_run_resumes_exactly(tmp_path: Path, tiny_bilm_files) -> None:
     """Stopped after epoch 2 and resumed to 5, it ends with the uninterrupted run's weights: each epoch's draw
     depends on the seed and the epoch only (the layer cache on, so the views come from it)."""

@@ -116,6 +116,7 @@ def doc_run(tmp_path_factory):
     return tmp / "run"
 
 
+@pytest.mark.system
 def test_document_run_trains_to_f1_one_and_exports_its_context(doc_run):
     metrics = json.loads((doc_run / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
@@ -124,6 +125,7 @@ def test_document_run_trains_to_f1_one_and_exports_its_context(doc_run):
     assert elmo["context"] == "document" and elmo["max_stream_positions"] == 2048
 
 
+@pytest.mark.system
 def test_document_run_without_cache(tmp_path, tiny_bilm_files):
     options, weights = tiny_bilm_files
     code = train.main(
@@ -157,6 +159,7 @@ def test_bad_stream_cap_is_one_clear_error(tmp_path, tiny_bilm_files, capsys):
     assert "elmo.max_stream_positions: expected at least 2" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_predict_reads_conll_documents_like_training(doc_run):
     predictor = Predictor.from_export(doc_run / "export")
     assert predictor.spec.elmo is not None and predictor.spec.elmo.context == "document"
@@ -176,6 +179,7 @@ def test_predict_reads_conll_documents_like_training(doc_run):
     assert scores == [t for tags, _ in one_doc for t in predictor.to_source(tags)]
 
 
+@pytest.mark.system
 def test_predict_text_line_is_one_document(doc_run):
     predictor = Predictor.from_export(doc_run / "export")
     line = "Alice Smith flew to Paris. Carol met Bob Jones in Berlin. Acme Corp hired Dave."
@@ -247,6 +251,7 @@ def test_embed_document_context(tmp_path, tiny_bilm_files, capsys):
     assert "--stateful and --context document cannot be combined" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_embed_help_names_the_context():
     result = subprocess.run(
         [sys.executable, "-m", "ner_app", "embed", "--help"], capture_output=True, text=True

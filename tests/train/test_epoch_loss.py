@@ -17,6 +17,8 @@ import train
 from ner_app.report.run_files import learning_curves, read_log
 from ner_app.train.module import TaggerModule
 
+pytestmark = pytest.mark.system  # trains tiny runs: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["alpha", "beta", "gamma", "delta", "Paris", "Bob", "Acme", "said", "the", "of", "in", "Rome"]
 TAGS = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"]

@@ -133,6 +133,7 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(run / "export" / "model.safetensors")
 
 
+@pytest.mark.system
 def test_training_on_a_parquet_copy_gives_the_same_weights_and_f1(tmp_path: Path) -> None:
     folder = write_parquet(hub_dataset(), tmp_path / "conll_parquet")
     common = ("trainer.max_epochs=8", "trainer.patience=100", "trainer.enable_progress_bar=false")

@@ -23,6 +23,8 @@ from ner_app.train.metrics import RunMetrics
 from ner_app.train.run import build_spec, build_tagger, load_features
 from tests.helpers import ROOT, TINY
 
+pytestmark = pytest.mark.system  # trains tiny runs in a checkout: out of the fast lane
+
 # Continued training data: the old types PER, ORG, LOC and a new one, PROD, in IOB2 (the old data is IOB1).
 NEW_DATA = """\
 -DOCSTART- O

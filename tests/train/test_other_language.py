@@ -18,6 +18,8 @@ from ner_app.tagger.export import load_export
 from ner_app.train.metrics import RunMetrics
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.system  # pretrains a biLM and trains a tagger: out of the fast lane
+
 TRAIN_TEXT = """\
 [María García](PER) trabaja en [Telefónica](ORG) desde 2015 .
 El presidente de [Colombia](LOC) visitó [Madrid](LOC) el lunes .

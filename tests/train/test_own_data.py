@@ -24,6 +24,8 @@ from ner_app.train.corpus import load_corpus, reading_options
 from tests.helpers import TINY, TINY_BILM
 from tests.train.test_annotation_data import write_doccano
 
+pytestmark = pytest.mark.system  # trains tiny runs and runs the documented commands: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 # The README's "train on your own annotations" (and docs/own_data.md's); training gets tiny-scale overrides.
 COMMANDS = [

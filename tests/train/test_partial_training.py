@@ -64,6 +64,7 @@ def test_encode_batch_marks_unknown_tags():
     assert batch["tags"].tolist() == [[tag_vocab.stoi["B-ORG"], 0, 0], [0, 0, 0]]
 
 
+@pytest.mark.system
 def test_hidden_tags_still_learn_the_tiny_set(tmp_path, tiny_bilm_files):
     data = tmp_path / "data"
     # 9 of the 34 training tags, each one the model can still learn: a word annotated elsewhere ("Acme Corp",
@@ -80,6 +81,7 @@ def test_hidden_tags_still_learn_the_tiny_set(tmp_path, tiny_bilm_files):
     assert spec["vocab"]["tags"]["tokens"] == scheme_tags("BIOES", ["LOC", "MISC", "ORG", "PER"])
 
 
+@pytest.mark.system
 def test_no_unknown_tags_train_bit_identically(tmp_path, tiny_bilm_files, monkeypatch):
     """Batches that carry ``known`` (all True) train exactly as batches without it (the loss before partial
     annotation existed): same weights to the bit, same scores."""

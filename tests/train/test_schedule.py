@@ -10,6 +10,8 @@ import torch
 
 import train
 
+pytestmark = pytest.mark.system  # trains tiny runs: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 TINY_BILM = ROOT / "tests" / "data" / "tiny_bilm"

@@ -9,6 +9,8 @@ import torch
 import train
 from ner_app.text.conll import read_conll
 
+pytestmark = pytest.mark.system  # trains tiny runs: out of the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 

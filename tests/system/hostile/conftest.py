@@ -1,5 +1,6 @@
-"""Fixtures of the hostile-input modules: one tiny trained run, a real small filesystem, and special files
-(character devices made with mknod and FIFOs, all inside the test's temporary folder, never the machine's /dev)."""
+"""Fixtures of the hostile-input modules: one tiny trained run (trained once a session), a real small filesystem,
+and special files (character devices made with mknod and FIFOs, all inside the test's temporary folder, never the
+machine's /dev)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import train
 from tests.helpers import train_args
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny run trained once for every hostile module (no test changes it: those that damage a run copy it)."""
     run = tmp_path_factory.mktemp("hostile") / "run"
     assert train.main(train_args(run)) == 0
     return run

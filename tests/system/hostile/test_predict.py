@@ -87,6 +87,7 @@ def test_predict_reading_options_with_conll_output_are_one_line(trained, capsys)
     one_error_line(capsys, "--alternatives", "--format jsonl or html, not conll")
 
 
+@pytest.mark.system
 def test_predict_with_a_forged_frozen_row_cache_predicts_as_without_one(tmp_path, monkeypatch, capsys):
     """A cache file in the frozen rows' name with other rows (a well-formed .npy of the right shape) is not
     used: predict gives the output of a clean cache, and the file is rebuilt."""

@@ -125,6 +125,7 @@ def test_invalid_utf8_names_the_line_and_writes_nothing(trained, tmp_path, capsy
     )
 
 
+@pytest.mark.system
 def test_a_bad_export_is_one_line(tmp_path, capsys):
     assert main(["predict", "--model", str(TINY / "train.txt"), "--input", "-", "--workers", "2"]) == 2
     one_error_line(capsys, "not a folder")

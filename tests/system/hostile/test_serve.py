@@ -66,6 +66,7 @@ def test_model_that_is_a_file_is_one_line(capsys):
     one_error_line(capsys, "train.txt: not a folder (expected an export directory)")
 
 
+@pytest.mark.system
 def test_model_folder_that_is_not_an_export_stops_the_server_in_one_line(tmp_path):
     """The worker that loads the model reports its error; the supervisor prints it and stops everything."""
     port = _free_port()

@@ -126,6 +126,7 @@ def test_a_key_added_after_the_checkpoint_resumes_only_at_its_default(tmp_path):
         check_identity({IDENTITY_KEY: older}, run_identity(config_to_dict(changed), "data", defaults), path)
 
 
+@pytest.mark.system
 def test_resume_on_changed_data_files_is_refused(tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(TINY, data)
@@ -267,6 +268,7 @@ def test_training_onto_a_full_disk_leaves_no_truncated_checkpoint(small_disk: Pa
         torch.load(path, weights_only=True)  # whole, or absent
 
 
+@pytest.mark.system
 def test_cache_fill_on_a_full_disk_is_one_line(tmp_path):
     conll = tmp_path / "data"
     conll.mkdir()
@@ -354,6 +356,7 @@ def test_case_augment_of_another_type_is_one_line(tmp_path, capsys, value):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.system
 def test_case_augment_in_document_context_is_refused_in_one_line(tmp_path, capsys):
     args = train_args(tmp_path / "run", "data.case_augment=0.2", "elmo.context=document")
     assert train.main(args) == 2

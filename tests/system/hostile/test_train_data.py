@@ -313,6 +313,7 @@ def train_without_torch(blocker: Path, tmp_path: Path, *overrides: str, **env: s
     return one_error_line_of(done.stderr)
 
 
+@pytest.mark.system
 def test_the_blocker_blocks(without_torch, tmp_path):
     """The check below is real: a run that gets past the early checks fails on importing torch."""
     done = subprocess.run(
@@ -326,6 +327,7 @@ def test_the_blocker_blocks(without_torch, tmp_path):
     assert done.returncode != 0 and "was imported" in done.stderr
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("overrides", "env", "parts"),
     [
@@ -394,6 +396,7 @@ def test_a_10_mb_line_is_named_not_pasted(tmp_path, capsys):
     assert len(line) < 400
 
 
+@pytest.mark.system
 def test_ten_thousand_entity_types_are_refused_in_one_line(tmp_path):
     """Beyond ``MAX_ENTITY_TYPES`` (documented in docs/data.md) the corpus is refused before a 40,001-tag CRF
     is built; 60 types still train, with a warning (tests/train/test_datamodule.py)."""
