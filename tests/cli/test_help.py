@@ -18,6 +18,8 @@ BLOCKED = ("torch", "lightning", "pytorch_lightning", "lightning_fabric", "litse
 BLOCKER = f"""
 import sys
 
+pytestmark = pytest.mark.system  # every test starts a Python process
+
 BLOCKED = {BLOCKED!r}
 
 

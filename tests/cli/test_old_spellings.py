@@ -14,6 +14,8 @@ import pytest
 from ner_app.cli.main import main
 from tests.helpers import REPO, TINY, tiny_overrides, train_args, write_grammar
 
+pytestmark = pytest.mark.system  # trains a tiny tagger
+
 GOLD = str(TINY / "valid.txt")
 
 
