@@ -143,9 +143,6 @@ class ElmoRef(FeatureSpec):
         )
         return ref, bilm
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"name": self.name}
-
     def problem(self, key: str) -> str | None:
         if self.context not in ("sentence", "document"):
             return f"key '{key}.context': expected 'sentence' or 'document', found {self.context!r}"
