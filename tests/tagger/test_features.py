@@ -50,6 +50,7 @@ def _emissions(export: Path) -> tuple[torch.Tensor, torch.Tensor]:
         return tagger.emissions(batch), tagger.decode_scored(batch)[1]
 
 
+@pytest.mark.system  # loads the shipped tagger twice
 @pytest.mark.parametrize("export", [SHIPPED, EXPORT_V1], ids=["format-2", "format-1"])
 def test_an_old_export_loads_with_its_keys_and_predicts_as_its_rewrite_in_format_3(
     export: Path, tmp_path
@@ -204,6 +205,7 @@ def caps() -> Iterator[None]:
         FEATURES.pop("caps")
 
 
+@pytest.mark.system  # trains
 def test_a_feature_defined_here_trains_to_f1_one_exports_and_predicts(tmp_path, caps) -> None:
     run = tmp_path / "run"
     args = train_args(run, "model.features=[caps,words,chars,elmo]", "trainer.max_epochs=40")
