@@ -6,21 +6,19 @@ batching rule is ``text/batching.py``'s, the same ones that training's evaluatio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ner_app.bilm.document import Context
-from ner_app.errors import raise_if_stopped
-from ner_app.tagger.batch import Batch, batch_to, encode_batch
-from ner_app.tagger.contexts import feature_contexts
+from ner_app.tagger.batch import Batch
 from ner_app.tagger.crf.readings import read_sentences
 from ner_app.tagger.export import load_export
+from ner_app.tagger.inference import inference_batches
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
-from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, budget_batches, check_budget
+from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS, check_budget
 from ner_app.text.conll import DOCSTART, conll_blocks
 from ner_app.text.pieces import MAX_TOKENS, join_pieces, join_readings, predict_lines, split_pieces, tag_lines
 from ner_app.text.predictions import ConllItem, TaggedLine, TaggedSentence
@@ -60,15 +58,6 @@ class Predictor:
         tagger, spec = load_export(export_dir, device)
         return cls(tagger, spec, batch_size, max_tokens)
 
-    def _collate(
-        self, items: Sequence[tuple[int, list[str]]], contexts: Mapping[str, Sequence[Context]]
-    ) -> Batch:
-        """The batch of ``(piece index, tokens)`` items, on the tagger's device; ``contexts``: per feature reading
-        documents, each piece's stream (``feature_contexts``)."""
-        index, tokens = zip(*items, strict=True)
-        inputs = {name: {"context": [c[p] for p in index]} for name, c in contexts.items()}
-        return batch_to(encode_batch(tokens, self.spec, index=index, inputs=inputs), self.device)
-
     def tag(
         self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
     ) -> list[tuple[list[str], list[float]]]:
@@ -95,13 +84,10 @@ class Predictor:
         """The batches ``tag`` runs (and callers that need more of the model than tags: ``select``'s
         uncertainty): (indices into ``pieces``, their batch on the tagger's device). ``pieces`` are
         ``split_pieces(sentences)``; ``documents`` as ``tag``'s, one id per sentence. By length; in document
-        context in stream order, so that a batch runs few streams. Nothing is kept between calls."""
+        context in stream order (``tagger/inference.py``, the one inference loop). Nothing is kept between calls."""
         ids = [documents[i] for i, _ in pieces] if documents is not None else None
-        contexts = feature_contexts(self.spec, [tokens for _, tokens in pieces], ids)
-        lengths = [len(t) for _, t in pieces]
-        for group in budget_batches(lengths, self.batch_size, self.max_tokens, keep_order=bool(contexts)):
-            raise_if_stopped()  # between batches: a Ctrl-C or SIGTERM whose first raise Python dropped
-            yield group, self._collate([(p, pieces[p][1]) for p in group], contexts)
+        sentences = [tokens for _, tokens in pieces]
+        yield from inference_batches(self.tagger, self.spec, sentences, ids, self.batch_size, self.max_tokens)
 
     def emission_batches(
         self, pieces: Sequence[Sequence[str]], documents: Sequence[int] | None = None

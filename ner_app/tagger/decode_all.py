@@ -7,11 +7,9 @@ from collections.abc import Sequence
 
 import torch
 
-from ner_app.tagger.batch import batch_to, encode_batch
-from ner_app.tagger.contexts import feature_contexts
+from ner_app.tagger.inference import inference_batches
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSpec
-from ner_app.text.batching import budget_batches
 
 
 def decode_sentences(
@@ -24,17 +22,15 @@ def decode_sentences(
 ) -> list[list[str]]:
     """Tags (the training scheme) of every non-empty sentence, in order. A tagger trained with document context
     reads each sentence in its document (consecutive sentences of one id in ``documents``), as in training."""
-    contexts = feature_contexts(spec, sentences, documents)
-    device = next(tagger.parameters()).device
     was_training = tagger.training
     tagger.eval()
     out: dict[int, list[str]] = {}
     try:
         with torch.inference_mode():
-            for group in budget_batches([len(s) for s in sentences], batch_size, max_tokens, keep_order=True):
-                inputs = {name: {"context": [c[i] for i in group]} for name, c in contexts.items()}
-                batch = encode_batch([sentences[i] for i in group], spec, index=group, inputs=inputs)
-                batch = batch_to(batch, device)
+            batches = inference_batches(
+                tagger, spec, sentences, documents, batch_size, max_tokens, keep_order=True
+            )
+            for group, batch in batches:
                 out.update(zip(group, spec.decode_tags(tagger.decode(batch), batch["mask"]), strict=True))
     finally:
         tagger.train(was_training)

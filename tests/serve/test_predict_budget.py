@@ -4,6 +4,7 @@ included; a bad --max-tokens is one clear line."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +66,14 @@ def test_predict_under_a_budget_equals_no_budget(context):
 
     def results(max_tokens: int | None) -> list[tuple[list[str], list[float]]]:
         predictor = Predictor(tagger, spec, batch_size=6, max_tokens=max_tokens)
-        collate = predictor._collate
+        batches = predictor.piece_batches
 
-        def observed(items: list[tuple[int, list[str]]], contexts: Any) -> Batch:
-            batch = collate(items, contexts)
-            shapes.append(tuple(batch["mask"].shape))
-            return batch
+        def observed(pieces: Any, documents: Any) -> Iterator[tuple[list[int], Batch]]:
+            for group, batch in batches(pieces, documents):
+                shapes.append(tuple(batch["mask"].shape))
+                yield group, batch
 
-        predictor._collate = observed  # type: ignore[method-assign]
+        predictor.piece_batches = observed  # type: ignore[method-assign]
         return predictor.tag(tokens, documents)
 
     free = results(None)
