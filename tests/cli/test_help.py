@@ -15,10 +15,10 @@ from ner_app.cli.registry import command_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "lightning", "pytorch_lightning", "lightning_fabric", "litserve")
-BLOCKER = f"""
-import sys
 
 pytestmark = pytest.mark.system  # every test starts a Python process
+BLOCKER = f"""
+import sys
 
 BLOCKED = {BLOCKED!r}
 
