@@ -40,7 +40,10 @@ DRIVER = """
 import json, sys, time
 t0 = time.perf_counter()
 import ner_app.cli.commands as commands
-from ner_app.predict.predictor import Predictor
+try:
+    from ner_app.predict.predictor import Predictor
+except ImportError:  # a checkout from before prediction had its own room
+    from ner_app.serve.predictor import Predictor
 t1 = time.perf_counter()
 load = []
 build = Predictor.from_export.__func__
