@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ner_app.cli.arguments import Owned, add_model_arguments
@@ -81,9 +80,9 @@ def _integer(text: str, option: str, low: int | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ner_app.files import STDOUT, check_output, write_text
-    from ner_app.jobs.setup import check_device, model_path, set_threads
-    from ner_app.report.formats import Target, output_format, write_output
+    from ner_app.files import STDOUT, check_output
+    from ner_app.jobs.setup import check_device, set_threads
+    from ner_app.report.formats import output_format
     from ner_app.tagger.crf.uncertainty import STRATEGIES
 
     if args.strategy not in STRATEGIES:
@@ -102,53 +101,22 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, "--output")
     set_threads(args.threads)
     check_device(args.device)
-    from ner_app.decisions.selection import read_pool, tokens_of
-    from ner_app.decisions.selection import select as choose
-    from ner_app.predict.predictor import Predictor, tag_conll
-    from ner_app.report.predictions_html import entity_types
+    from ner_app.jobs.select import SelectJob, run_select
 
-    candidates, kind = read_pool(args.input, args.pool_format)
-    if fmt is not None and fmt.reads == "conll" and kind != "conll":
-        raise NerAppError(
-            f"--format {fmt.name} writes CoNLL token lines: it needs a CoNLL pool, and {args.input} was read as "
-            "text (--pool-format conll if it is CoNLL)"
-        )
-    needs_model = args.strategy != "random" or fmt is not None
-    predictor = (
-        Predictor.from_export(
-            model_path(args.model), device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
-        )
-        if needs_model
-        else None
+    job = SelectJob(
+        input=args.input,
+        pool_format=args.pool_format,
+        output=args.output,
+        format=fmt,
+        k=k,
+        tokens=tokens,
+        seed=seed,
+        strategy=args.strategy,
+        order=args.order,
+        model=args.model,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
     )
-    chosen = choose(predictor, candidates, k, args.strategy, seed, tokens)
-    if args.order == "pool":
-        chosen.sort(key=lambda s: s.candidate.index)
-    if fmt is None:
-        write_text(args.output, "".join(s.candidate.text + "\n" for s in chosen))
-    else:
-        assert predictor is not None
-        target = Target(tuple(entity_types(predictor.tags.itos)), args.input)
-        if fmt.reads == "conll":
-            lines = [row for s in chosen for row in (*s.candidate.rows, "")]
-            write_output(args.output, fmt, tag_conll(predictor, lines, tokens=True), target)
-        else:
-            write_output(args.output, fmt, predictor.tag_lines(s.candidate.text for s in chosen), target)
-    unit = "sentences" if kind == "conll" else "lines"
-    if k is not None and k > len(candidates):
-        print(
-            f"--k {k} is more than the pool's {len(candidates):,} {unit}: all of them are selected",
-            file=sys.stderr,
-        )
-    where = "standard output" if args.output == STDOUT else args.output
-    values = sorted(s.value for s in chosen)
-    spread = (
-        f"; {args.strategy} from {values[0]:.4g} to {values[-1]:.4g}" if args.strategy != "random" else ""
-    )
-    print(
-        f"selected {len(chosen):,} of {len(candidates):,} {unit}, "
-        f"{sum(tokens_of(s.candidate) for s in chosen):,} tokens ({args.strategy}, seed {seed}{spread}), "
-        f"{args.order} order; wrote {where}",
-        file=sys.stderr,
-    )
+    run_select(job)
     return 0
