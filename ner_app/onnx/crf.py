@@ -13,7 +13,7 @@ import numpy as np
 
 from ner_app.text.readings import Lattices
 
-FORBIDDEN = -1e4  # the score of a tag a lattice does not allow, as ``ner_app.tagger.crf.FORBIDDEN``
+FORBIDDEN = -1e4  # the score of a tag a lattice does not allow, as ``ner_app.tagger.crf.crf.FORBIDDEN``
 
 
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
@@ -127,7 +127,7 @@ def _scaled_forward_backward(
 
 def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:
     """The allowed-tag mask (L, W, K) bool of each lattice's window, position 0 being its ``first``
-    (``ner_app.tagger.readings.allowed_mask`` with ``from_first``)."""
+    (``ner_app.tagger.crf.readings.allowed_mask`` with ``from_first``)."""
     allowed = np.ones((len(table.rows), width, num_tags), dtype=bool)
     first = np.asarray(table.first, dtype=np.intp)
     for lists, value in ((table.clear, False), (table.keep, True), (table.drop, False)):
@@ -139,7 +139,7 @@ def allowed_mask(table: Lattices, width: int, num_tags: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Sweep:
     """A batch's potentials in float64 (already tempered) and its forward and backward variables, computed
-    once for all its lattices (``ner_app.tagger.readings.Sweep``)."""
+    once for all its lattices (``ner_app.tagger.crf.readings.Sweep``)."""
 
     emissions: np.ndarray  # (B, T, K)
     start: np.ndarray  # (K,)
@@ -180,7 +180,7 @@ def lattice_probabilities(
 
 def window_probabilities(sweep: Sweep, table: Lattices) -> np.ndarray:
     """Probability (L,) float64 of each lattice of ``table`` over the batch of ``sweep``:
-    ``ner_app.tagger.readings.window_probabilities`` step for step."""
+    ``ner_app.tagger.crf.readings.window_probabilities`` step for step."""
     emissions, start, trans = sweep.emissions, sweep.start, sweep.trans
     rows, first, last = (np.asarray(x, dtype=np.intp) for x in (table.rows, table.first, table.last))
     width = int((last - first).max()) + 1
