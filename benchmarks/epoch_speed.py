@@ -28,7 +28,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("NER_SHARED") or ROOT.parent / "shared")
-CONFIGS = {"baseline": "configs/conll2003_baseline.yaml", "elmo-cache": "configs/conll2003_elmo.yaml"}
+CONFIGS = {
+    "baseline": "configs/conll2003_baseline.yaml",
+    "elmo-cache": "configs/conll2003_elmo.yaml",
+    "minilm-cache": "configs/conll2003_minilm.yaml",  # needs the MiniLM folder (docs/encoders.md)
+}
 
 
 def now() -> tuple[float, float]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import torch
@@ -27,6 +27,8 @@ ContextMode = Literal["sentence", "document"]
 BATCH_POSITIONS = 4096  # streams per biLM call: at most this many (padded) positions, which bounds memory
 Stream = tuple[tuple[str, ...], ...]  # the sentences of one stream, in order
 Context = tuple[Stream, int]  # a sentence in its stream: (the stream, the sentence's position in it)
+# per stream, per sentence, its layers (L+1, n+2, D): what a frozen encoder reading streams gives
+StreamReader = Callable[[Sequence[Stream]], list[list[torch.Tensor]]]
 _KEY_DOMAIN = b"ner_app.document-context/1\x00"  # sentence-mode keys are JSON lists: never this prefix
 
 
@@ -115,15 +117,17 @@ def stream_positions(stream: Sequence[Sequence[str]]) -> int:
 
 
 def context_layers(
-    bilm: BidirectionalLM, contexts: Sequence[Context]
+    bilm: BidirectionalLM | StreamReader, contexts: Sequence[Context]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Layers of a batch of sentences read in their streams, in ``BiLMOutput``'s layout: L+1 tensors
-    (B, T+2, 2P), zero at padding, and the mask (B, T+2). Every distinct stream runs once (call without grad)."""
+    (B, T+2, 2P), zero at padding, and the mask (B, T+2). Every distinct stream runs once (call without grad).
+    ``bilm``: the biLM, or any frozen encoder's reader of streams (``stream_layers``' contract)."""
+    read = (lambda chosen: stream_layers(bilm, chosen)) if isinstance(bilm, BidirectionalLM) else bilm
     streams = list(dict.fromkeys(stream for stream, _ in contexts))
     where = {stream: i for i, stream in enumerate(streams)}
     computed: list[list[torch.Tensor]] = [[] for _ in streams]
     for group in stream_batches([stream_positions(s) for s in streams]):
-        for i, rows in zip(group, stream_layers(bilm, [streams[i] for i in group]), strict=True):
+        for i, rows in zip(group, read([streams[i] for i in group]), strict=True):
             computed[i] = rows
     sentences = [computed[where[stream]][k] for stream, k in contexts]  # (L+1, n+2, 2P) each
     width = max(s.shape[1] for s in sentences)

@@ -157,6 +157,23 @@ class ElmoConfig:
 
 
 @dataclass
+class TransformerConfig:
+    """A frozen Hugging Face encoder mixed like ELMo (``model.features: [..., transformer]``; docs/encoders.md)."""
+
+    # a local Hugging Face model folder: config.json, model.safetensors and a fast tokenizer (tokenizer.json)
+    folder: str | None = field(default=None, metadata=PATH)
+    hub: str | None = None  # or a hub name (bert-base-cased, org/name): downloaded where the network allows
+    pooling: Literal["first", "mean"] = "first"  # a word's vector: its first piece's, or its pieces' mean
+    # pieces a window reads (special pieces not counted); null: the encoder's longest input. Longer sentences
+    # are read in windows overlapping by half, each piece from the window where it sits most centrally
+    window: int | None = None
+    do_layer_norm: bool = False  # layer-normalise each hidden state before mixing
+    dropout: float = 0.0  # after mixing (its L2 penalty: elmo.l2_coef, the lambda of every learned mix)
+    context: Literal["sentence", "document"] = "sentence"  # document: neighbouring sentences as context
+    max_stream_positions: int = 2048  # document mode: longer documents are read in chunks of whole sentences
+
+
+@dataclass
 class OptimConfig:
     lr: float = 0.001  # Adam learning rate
     grad_clip: float = 5.0  # gradient-norm clipping threshold
@@ -184,6 +201,7 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)  # corpus and batching
     model: ModelConfig = field(default_factory=ModelConfig)  # BiLSTM-CRF architecture
     elmo: ElmoConfig = field(default_factory=ElmoConfig)  # ELMo representations
+    transformer: TransformerConfig = field(default_factory=TransformerConfig)  # a transformer's layers
     optim: OptimConfig = field(default_factory=OptimConfig)  # optimiser
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # Lightning trainer
 

@@ -83,6 +83,11 @@ SMOKE = {
         "python -m benchmarks.epoch_speed --before . --rounds 1 --train-batches 3 --max-sentences 100 --threads 1",
         ("data", "conll2003", "train.txt"),
     ),
+    "encoder_speed": (
+        "python -m benchmarks.encoder_speed --models data/models/conll2003 data/models/conll2003 --sentences 20 "
+        "--rounds 1",
+        None,
+    ),
     "pretrain_speed": (
         "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
         "--no-flops",

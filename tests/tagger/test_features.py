@@ -112,7 +112,7 @@ def test_the_feature_list_round_trips() -> None:
     [
         (
             lambda d: d["features"].append({"name": "bert"}),
-            "key 'features[2].name': unknown input feature 'bert'; expected one of chars, elmo, words",
+            "key 'features[2].name': unknown input feature 'bert'; expected one of chars, elmo, transformer, words",
         ),
         (
             lambda d: d["features"].append({"name": "words"}),
@@ -144,13 +144,13 @@ def test_an_export_with_an_unknown_feature_is_refused_in_one_line(tmp_path, caps
     (tmp_path / "in.txt").write_text("EU rejects German call .\n", encoding="utf-8")
     assert main(["predict", "--model", str(export), "--input", str(tmp_path / "in.txt")]) == 2
     line = one_error_line(capsys, "features[0].name", "unknown input feature 'caps'")
-    assert "expected one of chars, elmo, words" in line
+    assert "expected one of chars, elmo, transformer, words" in line
 
 
 def test_an_unknown_feature_in_a_config_is_one_line(tmp_path, capsys) -> None:
     assert train.main(train_args(tmp_path / "run", "model.features=[words,bert]")) == 2
     line = one_error_line(capsys, "model.features", "unknown input feature 'bert'")
-    assert "expected one of chars, elmo, words" in line
+    assert "expected one of chars, elmo, transformer, words" in line
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 

@@ -81,12 +81,23 @@ def test_resume_finishes_like_an_uninterrupted_run(tmp_path, tiny_bilm_files):
 
 
 @pytest.mark.parametrize(
-    "config", ["conll2003_baseline.yaml", "conll2003_elmo.yaml", "conll2003_elmo_doc.yaml"]
+    "config",
+    [
+        "conll2003_baseline.yaml",
+        "conll2003_elmo.yaml",
+        "conll2003_elmo_doc.yaml",
+        "conll2003_minilm.yaml",
+        "conll2003_minilm_elmo.yaml",
+    ],
 )
 def test_real_configs_run_at_tiny_scale(tmp_path, monkeypatch, config):
     overrides = ["trainer.max_epochs=1", "trainer.enable_progress_bar=false", "model.lstm_hidden=8"]
-    if config.startswith("conll2003_elmo"):
+    if not config.startswith("conll2003_baseline"):
         overrides.append("model.glove=null")  # the baseline run covers the GloVe path
+    if "minilm" in config:  # a tiny random BERT in MiniLM's place (the real one: tests/tagger/transformer)
+        from tests.tagger.transformer.models import tiny_bert
+
+        overrides.append(f"transformer.folder={tiny_bert(tmp_path / 'bert')}")
     monkeypatch.chdir(ROOT)  # the configs name the shipped biLM relative to the checkout, as users run them
     assert run(tmp_path, config, *overrides) == 0
     assert (tmp_path / "run" / "metrics.json").is_file()

@@ -1,7 +1,7 @@
 """The tagger's input features (``base.py``: the protocol and the registry); importing the package registers
 the built-in ones."""
 
-from ner_app.tagger.features import chars, elmo, words
+from ner_app.tagger.features import chars, elmo, transformer, words
 from ner_app.tagger.features.base import (
     FEATURES,
     CacheSource,
@@ -26,5 +26,6 @@ __all__ = [
     "elmo",
     "feature_class",
     "register_feature",
+    "transformer",
     "words",
 ]

@@ -1,0 +1,276 @@
+"""The transformer feature through the whole product: a tiny run reaches F1 1.0, its export carries the
+encoder and predicts with the training folder gone and the hub offline, and every command takes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+
+import train
+from ner_app import load_tagger
+from ner_app.cli.main import main
+from tests.tagger.transformer.models import tiny_bert
+
+pytestmark = pytest.mark.system  # trains tiny runs and starts processes
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "tests" / "data" / "tiny_conll"
+TEXTS = ["Peter Blackburn met the EU in Germany .", "", "British lamb ."]
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+
+
+def train_args(out: Path, folder: Path, *extra: str) -> list[str]:
+    return [
+        "--config",
+        str(ROOT / "configs" / "tiny.yaml"),
+        f"output_dir={out}",
+        f"data.dir={TINY}",
+        f"elmo.cache_dir={out.parent / 'cache'}",
+        "model.features=[words,chars,transformer]",
+        f"transformer.folder={folder}",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A tiny run with words, chars and a tiny BERT; the BERT's folder deleted once it is trained."""
+    base = tmp_path_factory.mktemp("transformer_run")
+    folder = tiny_bert(base / "bert")
+    assert train.main(train_args(base / "run", folder)) == 0
+    shutil.rmtree(folder)  # from here on, only the export's own copy exists
+    return base / "run"
+
+
+def one_error_line(result: subprocess.CompletedProcess, *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), result.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ner_app", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=OFFLINE,
+        cwd=ROOT,
+    )
+
+
+def test_a_tiny_run_reaches_f1_one_and_records_its_mix(run: Path) -> None:
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
+    (mix,) = metrics["elmo_mix"]  # the learned mix of the encoder's 3 hidden states
+    assert len(mix["softmax_w"]) == 3 and abs(sum(mix["softmax_w"]) - 1) < 1e-6
+    entry = json.loads((run / "export" / "tagger.json").read_text())["features"][-1]
+    assert entry["name"] == "transformer" and entry["config"] == "transformer/config.json"
+    assert sorted(p.name for p in (run / "export" / "transformer").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    with safe_open(str(run / "export" / "model.safetensors"), "pt") as weights:  # the encoder: not trained
+        keys = list(weights.keys())
+    assert "transformer_mix.scalar_parameters" in keys and not [
+        k for k in keys if k.startswith("transformer.")
+    ]
+
+
+def test_the_export_predicts_offline_without_the_training_folder(run: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "moved"
+    shutil.copytree(run / "export", moved)
+    result = cli("predict", "--model", str(moved), "--input", "-", stdin="\n".join(TEXTS) + "\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    expected = load_tagger(run / "export").predict(TEXTS)
+    assert [[(e["start"], e["end"], e["type"]) for e in line["entities"]] for line in lines] == [
+        [(e.start, e.end, e.type) for e in entities] for entities in expected
+    ]
+    assert result.stderr == ""  # no load bars, no notes of the library's
+
+
+def test_a_changed_encoder_file_is_refused(run: Path, tmp_path: Path) -> None:
+    forged = tmp_path / "forged"
+    shutil.copytree(run / "export", forged)
+    weights = forged / "transformer" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 1
+    weights.write_bytes(bytes(data))
+    one_error_line(
+        cli("predict", "--model", str(forged), "--input", "-", stdin="EU .\n"),
+        "differ from those the tagger was trained with",
+    )
+    (forged / "transformer" / "model.safetensors").unlink()
+    one_error_line(
+        cli("predict", "--model", str(forged), "--input", "-", stdin="EU .\n"), "no model.safetensors"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["conll", "jsonl", "labelstudio", "doccano", "brat"])
+def test_predict_with_workers_equals_one_process(run: Path, tmp_path: Path, fmt: str) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(TEXTS * 5) + "\n")
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}"
+        code = main(
+            [
+                "predict",
+                "--model",
+                str(run / "export"),
+                "--input",
+                str(source),
+                "--format",
+                fmt,
+                "--workers",
+                workers,
+                "--output",
+                str(out),
+            ]
+        )
+        assert code == 0
+        outputs.append(
+            {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+            if out.is_dir()
+            else out.read_bytes()
+        )
+    assert outputs[0] == outputs[1]
+
+
+def test_evaluate_calibrate_and_select_take_it(run: Path, tmp_path: Path, capsys) -> None:
+    export = str(run / "export")
+    assert main(["evaluate", "--model", export, "--gold", str(TINY / "test.txt"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["f1"] == 100.0
+    calibrated = tmp_path / "calibrated"
+    assert (
+        main(["calibrate", "--model", export, "--dev", str(TINY / "valid.txt"), "--output", str(calibrated)])
+        == 0
+    )
+    assert (calibrated / "transformer" / "model.safetensors").is_file()
+    assert load_tagger(calibrated).predict(TEXTS[:1]) != [] and capsys.readouterr()
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(TEXTS * 3) + "\n")
+    assert (
+        main(
+            [
+                "select",
+                "--model",
+                export,
+                "--input",
+                str(pool),
+                "--k",
+                "2",
+                "--output",
+                str(tmp_path / "chosen.txt"),
+            ]
+        )
+        == 0
+    )
+    assert len((tmp_path / "chosen.txt").read_text().splitlines()) == 2
+
+
+def test_onnx_export_refuses_in_one_line(run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    result = cli("export", "--model", str(run / "export"), "--onnx", "--output", str(tmp_path / "onnx"))
+    one_error_line(result, "transformer")
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_init_from_continues_with_the_exports_encoder_and_refuses_another(run: Path, tmp_path: Path) -> None:
+    export = run / "export"
+    more = ["trainer.max_epochs=2", f"model.init_from={export}"]
+    assert train.main(train_args(tmp_path / "again", export / "transformer", *more)) == 0
+    other = tiny_bert(tmp_path / "other", seed=1)
+    result = subprocess.run(
+        [sys.executable, "train.py", *train_args(tmp_path / "other_run", other, *more)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=OFFLINE,
+    )
+    one_error_line(result, "transformer.folder", "export/transformer")
+
+
+def test_resume_and_seeds(tmp_path: Path) -> None:
+    folder = tiny_bert(tmp_path / "bert")
+    assert train.main(train_args(tmp_path / "r", folder, "trainer.max_epochs=2")) == 0
+    assert train.main([*train_args(tmp_path / "r", folder, "trainer.max_epochs=3"), "--resume"]) == 0
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["test"]["f1"] >= 0
+    args = train_args(tmp_path / "seeds", folder, "trainer.max_epochs=2")
+    assert train.main([*args, "--seeds", "1,2"]) == 0
+    assert all((tmp_path / "seeds" / f"seed{s}" / "metrics.json").is_file() for s in (1, 2))
+
+
+def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "--config",
+            str(ROOT / "configs" / "tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            "model.features=[words,chars,transformer]",
+            "transformer.hub=bert-base-cased",
+            f"data.dir={TINY}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**OFFLINE, "HF_HOME": str(tmp_path / "hf")},
+    )
+    one_error_line(result, "transformer.hub=bert-base-cased", "transformer.folder=PATH")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_folder_and_hub_together_or_neither_is_a_config_error(tmp_path: Path) -> None:
+    for extra in ([], ["transformer.folder=/nowhere", "transformer.hub=bert-base-cased"]):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "train.py",
+                "--config",
+                str(ROOT / "configs" / "tiny.yaml"),
+                f"output_dir={tmp_path / 'run'}",
+                "model.features=[words,chars,transformer]",
+                f"data.dir={TINY}",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=OFFLINE,
+        )
+        one_error_line(result, "transformer.folder", "transformer.hub")
+
+
+def test_serve_answers_what_predict_gives(run: Path, tmp_path: Path) -> None:
+    from tests.serve.test_server import ask, running
+
+    with running(run / "export", tmp_path / "serve.err") as (_, port):
+        status, answer = ask(port, TEXTS)
+    assert status == 200
+    expected = load_tagger(run / "export").predict(TEXTS)
+    assert [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in answer["results"]] == [
+        [(e.start, e.end, e.type) for e in entities] for entities in expected
+    ]
+
+
+def test_document_context_trains_and_predicts(tmp_path: Path) -> None:
+    folder = tiny_bert(tmp_path / "bert")
+    args = train_args(tmp_path / "doc", folder, "transformer.context=document", "trainer.max_epochs=3")
+    assert train.main(args) == 0
+    entry = json.loads((tmp_path / "doc" / "export" / "tagger.json").read_text())["features"][-1]
+    assert entry["context"] == "document"
+    lines = load_tagger(tmp_path / "doc" / "export").predict(TEXTS)
+    assert len(lines) == len(TEXTS) and lines[1] == []
