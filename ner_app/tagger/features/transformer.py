@@ -24,6 +24,7 @@ from torch import nn
 from ner_app.bilm.bilm import remove_sentence_boundaries
 from ner_app.bilm.document import MAX_POSITIONS, context_layers
 from ner_app.bilm.scalar_mix import ScalarMix
+from ner_app.limits import check_number, check_size
 from ner_app.tagger.features.base import (
     CacheSource,
     FeatureError,
@@ -140,6 +141,10 @@ class TransformerRef(FeatureSpec):
             raise ConfigError(
                 f"transformer.hub: expected a hub name like 'bert-base-cased' or 'org/name', found {t.hub!r}"
             )
+        check_number(t.dropout, "transformer.dropout", "config", 0.0, 0.99)
+        check_size(t.max_stream_positions, "transformer.max_stream_positions", "config", low=2, high=1 << 30)
+        if t.window is not None:
+            check_size(t.window, "transformer.window", "config", high=1 << 20)
         folder = Path(t.folder) if t.folder is not None else download(str(t.hub))
         encoder = load_encoder(folder, t.pooling, t.window)
         ref = cls(

@@ -117,7 +117,14 @@ def test_a_changed_encoder_file_is_refused(run: Path, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("fmt", ["conll", "jsonl", "labelstudio", "doccano", "brat"])
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "jsonl",
+        "brat",
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("conll", "labelstudio", "doccano")),
+    ],
+)
 def test_predict_with_workers_equals_one_process(run: Path, tmp_path: Path, fmt: str) -> None:
     source = tmp_path / "in.txt"
     source.write_text("\n".join(TEXTS * 5) + "\n")
@@ -187,6 +194,7 @@ def test_onnx_export_refuses_in_one_line(run: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "onnx").exists()
 
 
+@pytest.mark.slow  # CI's slow lane: more training runs, processes or a server
 def test_init_from_continues_with_the_exports_encoder_and_refuses_another(run: Path, tmp_path: Path) -> None:
     export = run / "export"
     more = ["trainer.max_epochs=2", f"model.init_from={export}"]
@@ -202,6 +210,7 @@ def test_init_from_continues_with_the_exports_encoder_and_refuses_another(run: P
     one_error_line(result, "transformer.folder", "export/transformer")
 
 
+@pytest.mark.slow  # CI's slow lane: more training runs, processes or a server
 def test_resume_and_seeds(tmp_path: Path) -> None:
     folder = tiny_bert(tmp_path / "bert")
     assert train.main(train_args(tmp_path / "r", folder, "trainer.max_epochs=2")) == 0
@@ -254,6 +263,7 @@ def test_folder_and_hub_together_or_neither_is_a_config_error(tmp_path: Path) ->
         one_error_line(result, "transformer.folder", "transformer.hub")
 
 
+@pytest.mark.slow  # CI's slow lane: more training runs, processes or a server
 def test_serve_answers_what_predict_gives(run: Path, tmp_path: Path) -> None:
     from tests.serve.test_server import ask, running
 
@@ -266,6 +276,7 @@ def test_serve_answers_what_predict_gives(run: Path, tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow  # CI's slow lane: more training runs, processes or a server
 def test_document_context_trains_and_predicts(tmp_path: Path) -> None:
     folder = tiny_bert(tmp_path / "bert")
     args = train_args(tmp_path / "doc", folder, "transformer.context=document", "trainer.max_epochs=3")
@@ -274,3 +285,37 @@ def test_document_context_trains_and_predicts(tmp_path: Path) -> None:
     assert entry["context"] == "document"
     lines = load_tagger(tmp_path / "doc" / "export").predict(TEXTS)
     assert len(lines) == len(TEXTS) and lines[1] == []
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("transformer.window=0", "transformer.window"),
+        ("transformer.max_stream_positions=1", "transformer.max_stream_positions"),
+        ("transformer.dropout=1.5", "transformer.dropout"),
+        ("transformer.hub=../../etc", "transformer.hub"),
+        ("transformer.pooling=last", "transformer.pooling"),
+    ],
+)
+def test_bad_transformer_values_are_one_line(tmp_path: Path, override: str, needle: str) -> None:
+    folder = tiny_bert(tmp_path / "bert")
+    extra = [] if override.startswith("transformer.hub") else [f"transformer.folder={folder}"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "--config",
+            str(ROOT / "configs" / "tiny.yaml"),
+            f"output_dir={tmp_path / 'run'}",
+            "model.features=[words,chars,transformer]",
+            f"data.dir={TINY}",
+            *extra,
+            override,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=OFFLINE,
+    )
+    one_error_line(result, needle)
+    assert not (tmp_path / "run" / "checkpoints").exists()
