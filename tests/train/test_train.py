@@ -87,7 +87,7 @@ def test_resume_finishes_like_an_uninterrupted_run(tmp_path, tiny_bilm_files):
         "conll2003_elmo.yaml",
         "conll2003_elmo_doc.yaml",
         "conll2003_minilm.yaml",
-        "conll2003_minilm_elmo.yaml",
+        pytest.param("conll2003_minilm_elmo.yaml", marks=pytest.mark.slow),  # both encoders: CI's slow lane
     ],
 )
 def test_real_configs_run_at_tiny_scale(tmp_path, monkeypatch, config):

@@ -121,8 +121,7 @@ def test_a_changed_encoder_file_is_refused(run: Path, tmp_path: Path) -> None:
     "fmt",
     [
         "jsonl",
-        "brat",
-        *(pytest.param(f, marks=pytest.mark.slow) for f in ("conll", "labelstudio", "doccano")),
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("conll", "labelstudio", "doccano", "brat")),
     ],
 )
 def test_predict_with_workers_equals_one_process(run: Path, tmp_path: Path, fmt: str) -> None:
@@ -242,6 +241,7 @@ def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> N
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow  # CI's slow lane: two processes
 def test_folder_and_hub_together_or_neither_is_a_config_error(tmp_path: Path) -> None:
     for extra in ([], ["transformer.folder=/nowhere", "transformer.hub=bert-base-cased"]):
         result = subprocess.run(
@@ -291,10 +291,15 @@ def test_document_context_trains_and_predicts(tmp_path: Path) -> None:
     ("override", "needle"),
     [
         ("transformer.window=0", "transformer.window"),
-        ("transformer.max_stream_positions=1", "transformer.max_stream_positions"),
-        ("transformer.dropout=1.5", "transformer.dropout"),
-        ("transformer.hub=../../etc", "transformer.hub"),
-        ("transformer.pooling=last", "transformer.pooling"),
+        *(
+            pytest.param(override, needle, marks=pytest.mark.slow)
+            for override, needle in (
+                ("transformer.max_stream_positions=1", "transformer.max_stream_positions"),
+                ("transformer.dropout=1.5", "transformer.dropout"),
+                ("transformer.hub=../../etc", "transformer.hub"),
+                ("transformer.pooling=last", "transformer.pooling"),
+            )
+        ),
     ],
 )
 def test_bad_transformer_values_are_one_line(tmp_path: Path, override: str, needle: str) -> None:
