@@ -448,8 +448,9 @@ def as_documented(command: str) -> str:
     return command
 
 
-# Smoke commands that start several training processes (15-20 s): run with the slow tests, which CI runs too.
-SLOW_SMOKE = {"epoch_speed"}
+# Smoke commands that start several training or predicting processes (10-20 s): run with the slow tests, which CI runs
+# too.
+SLOW_SMOKE = {"epoch_speed", "encoder_speed"}
 
 
 @pytest.mark.system

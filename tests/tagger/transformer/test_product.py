@@ -100,6 +100,7 @@ def test_the_export_predicts_offline_without_the_training_folder(run: Path, tmp_
     assert result.stderr == ""  # no load bars, no notes of the library's
 
 
+@pytest.mark.slow  # CI's slow lane: processes
 def test_a_changed_encoder_file_is_refused(run: Path, tmp_path: Path) -> None:
     forged = tmp_path / "forged"
     shutil.copytree(run / "export", forged)
@@ -186,6 +187,7 @@ def test_evaluate_calibrate_and_select_take_it(run: Path, tmp_path: Path, capsys
     assert len((tmp_path / "chosen.txt").read_text().splitlines()) == 2
 
 
+@pytest.mark.slow  # CI's slow lane: processes
 def test_onnx_export_refuses_in_one_line(run: Path, tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     result = cli("export", "--model", str(run / "export"), "--onnx", "--output", str(tmp_path / "onnx"))
@@ -220,6 +222,7 @@ def test_resume_and_seeds(tmp_path: Path) -> None:
     assert all((tmp_path / "seeds" / f"seed{s}" / "metrics.json").is_file() for s in (1, 2))
 
 
+@pytest.mark.slow  # CI's slow lane: processes
 def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> None:
     result = subprocess.run(
         [
