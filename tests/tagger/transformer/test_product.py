@@ -67,6 +67,18 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     )
 
 
+def train_process(
+    out: Path, *overrides: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``train.py`` on the tiny config with the transformer feature, in its own process (what a user's shell
+    sees: the exit code and stderr); ``overrides`` name its encoder."""
+    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={out}", f"data.dir={TINY}"]
+    args += ["model.features=[words,chars,transformer]", *overrides]
+    return subprocess.run(
+        [sys.executable, "train.py", *args], capture_output=True, text=True, cwd=ROOT, env=env or OFFLINE
+    )
+
+
 def test_a_tiny_run_reaches_f1_one_and_records_its_mix(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
@@ -201,13 +213,7 @@ def test_init_from_continues_with_the_exports_encoder_and_refuses_another(run: P
     more = ["trainer.max_epochs=2", f"model.init_from={export}"]
     assert train.main(train_args(tmp_path / "again", export / "transformer", *more)) == 0
     other = tiny_bert(tmp_path / "other", seed=1)
-    result = subprocess.run(
-        [sys.executable, "train.py", *train_args(tmp_path / "other_run", other, *more)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=OFFLINE,
-    )
+    result = train_process(tmp_path / "other_run", f"transformer.folder={other}", *more)
     one_error_line(result, "transformer.folder", "export/transformer")
 
 
@@ -224,21 +230,8 @@ def test_resume_and_seeds(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # CI's slow lane: processes
 def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            "--config",
-            str(ROOT / "configs" / "tiny.yaml"),
-            f"output_dir={tmp_path / 'run'}",
-            "model.features=[words,chars,transformer]",
-            "transformer.hub=bert-base-cased",
-            f"data.dir={TINY}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**OFFLINE, "HF_HOME": str(tmp_path / "hf")},
+    result = train_process(
+        tmp_path / "run", "transformer.hub=bert-base-cased", env={**OFFLINE, "HF_HOME": str(tmp_path / "hf")}
     )
     one_error_line(result, "transformer.hub=bert-base-cased", "transformer.folder=PATH")
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -247,22 +240,7 @@ def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> N
 @pytest.mark.slow  # CI's slow lane: two processes
 def test_folder_and_hub_together_or_neither_is_a_config_error(tmp_path: Path) -> None:
     for extra in ([], ["transformer.folder=/nowhere", "transformer.hub=bert-base-cased"]):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "train.py",
-                "--config",
-                str(ROOT / "configs" / "tiny.yaml"),
-                f"output_dir={tmp_path / 'run'}",
-                "model.features=[words,chars,transformer]",
-                f"data.dir={TINY}",
-                *extra,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=OFFLINE,
-        )
+        result = train_process(tmp_path / "run", *extra)
         one_error_line(result, "transformer.folder", "transformer.hub")
 
 
@@ -308,22 +286,6 @@ def test_document_context_trains_and_predicts(tmp_path: Path) -> None:
 def test_bad_transformer_values_are_one_line(tmp_path: Path, override: str, needle: str) -> None:
     folder = tiny_bert(tmp_path / "bert")
     extra = [] if override.startswith("transformer.hub") else [f"transformer.folder={folder}"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            "--config",
-            str(ROOT / "configs" / "tiny.yaml"),
-            f"output_dir={tmp_path / 'run'}",
-            "model.features=[words,chars,transformer]",
-            f"data.dir={TINY}",
-            *extra,
-            override,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=OFFLINE,
-    )
+    result = train_process(tmp_path / "run", *extra, override)
     one_error_line(result, needle)
     assert not (tmp_path / "run" / "checkpoints").exists()
