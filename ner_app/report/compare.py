@@ -29,6 +29,10 @@ from ner_app.train.metrics import Mix, RunMetrics
 OPERATIONAL_KEYS = set(keys_with(OPERATIONAL, TrainConfig))
 BILM_KEY = "elmo.bilm"  # the biLM's weights fingerprint, in place of its file paths (metrics.json)
 BILM_PATHS = ("elmo.options", "elmo.weights")
+ENCODER_KEY = (
+    "transformer.encoder"  # the transformer's files' fingerprint, in place of its folder or hub name
+)
+ENCODER_PATHS = ("transformer.folder", "transformer.hub")
 
 
 class CompareError(NerAppError):
@@ -46,7 +50,8 @@ class Run:
     f1: dict[str, float]  # split -> entity F1
     per_type: dict[str, dict[str, float]]  # split -> entity type -> F1
     mixes: tuple[Mix, ...] = ()  # metrics.json "elmo_mix": the chosen checkpoint's ELMo mixes (none without)
-    # The biLM's paths when elmo.bilm is known: shown in the tables, not grouped on.
+    # The biLM's paths when elmo.bilm is known (the transformer's when transformer.encoder is): shown in the
+    # tables, not grouped on.
     shown: tuple[tuple[str, Any], ...] = ()
 
 
@@ -140,6 +145,9 @@ def read_run(run_dir: str | Path) -> Run:
     if scores.bilm_fingerprint is not None:  # the weights name the biLM: a moved file stays one recipe
         shown = tuple((k, flat.pop(k)) for k in BILM_PATHS if k in flat)
         flat[BILM_KEY] = scores.bilm_fingerprint
+    if scores.transformer_fingerprint is not None:  # the same for a transformer's files
+        shown += tuple((k, flat.pop(k)) for k in ENCODER_PATHS if k in flat)
+        flat[ENCODER_KEY] = scores.transformer_fingerprint
     recipe = tuple(sorted((k, v) for k, v in flat.items() if k not in OPERATIONAL_KEYS))
     f1 = {s: scores.split(s).f1 for s in EVALUATED}
     per_type = {s: {t: v.f1 for t, v in scores.split(s).per_type.items()} for s in EVALUATED}
@@ -209,11 +217,11 @@ def config_value(run: Run, key: str) -> Any:
 
 def value_of(run: Run, key: str) -> str:
     """``config_value`` as the config file writes it, for a table cell ("data": the fingerprint's first 8 hex
-    digits, the biLM's its first 12; a value longer than 32 characters keeps its end)."""
+    digits, the biLM's and the transformer's their first 12; a value longer than 32 characters keeps its end)."""
     value = config_value(run, key)
     if key == "data":
         return (value or "?")[:8]
-    if key == BILM_KEY and value is not None:
+    if key in (BILM_KEY, ENCODER_KEY) and value is not None:
         return str(value)[:12]
     if value is None or isinstance(value, bool):
         text = {None: "null", True: "true", False: "false"}[value]

@@ -27,6 +27,7 @@ Sentence = PredictedSentence  # tokens, gold tags, predicted tags
 Curves = tuple[dict[int, float], dict[int, dict[str, float]], dict[int, dict[str, float]]]
 LOG_COLUMNS = ("epoch", "step", "val_f1")  # train_token_loss: not in the logs of older versions
 _MIX = re.compile(r"(?:tagger\.)?elmo\.scalar_mixes\.(\d+)\.(scalar_parameters|gamma)")
+_TRANSFORMER_MIX = re.compile(r"(?:tagger\.)?transformer_mix\.(scalar_parameters|gamma)")
 
 
 def need(path: Path) -> Path:
@@ -114,6 +115,37 @@ def read_elmo_mixes(run_dir: Path) -> tuple[list[Mix], str]:
     """softmax(w) and gamma of each ELMo mix of the best weights ([] without ELMo), and the file read."""
     from ner_app.bilm.scalar_mix import mix_values  # torch: imported only when a report reads weights
 
+    state, source = _best_state(run_dir)
+    found: dict[int, dict[str, Any]] = defaultdict(dict)
+    for key, value in state.items():
+        match = _MIX.fullmatch(key)
+        if match:
+            found[int(match[1])][match[2]] = value
+    mixes = []
+    for k in sorted(found):
+        if set(found[k]) != {"scalar_parameters", "gamma"}:
+            raise NerAppError(f"{source}: ELMo mix {k} lacks its weights or gamma")
+        weights, gamma = mix_values(found[k]["scalar_parameters"], found[k]["gamma"])
+        mixes.append(Mix(tuple(weights), gamma))
+    return mixes, source
+
+
+def read_transformer_mix(run_dir: Path) -> Mix | None:
+    """softmax(w) and gamma of the transformer feature's mix of the best weights (None without one)."""
+    from ner_app.bilm.scalar_mix import mix_values
+
+    state, source = _best_state(run_dir)
+    found = {m[1]: v for k, v in state.items() if (m := _TRANSFORMER_MIX.fullmatch(k))}
+    if not found:
+        return None
+    if set(found) != {"scalar_parameters", "gamma"}:
+        raise NerAppError(f"{source}: the transformer's mix lacks its weights or gamma")
+    weights, gamma = mix_values(found["scalar_parameters"], found["gamma"])
+    return Mix(tuple(weights), gamma)
+
+
+def _best_state(run_dir: Path) -> tuple[dict[str, Any], str]:
+    """The best weights of the run (its export's, else its best checkpoint's) and the file read."""
     export, best = run_dir / "export" / "model.safetensors", run_dir / "checkpoints" / "best.ckpt"
     state: dict[str, Any]
     if export.is_file():
@@ -131,18 +163,7 @@ def read_elmo_mixes(run_dir: Path) -> tuple[list[Mix], str]:
         state, source = load_checkpoint(best).get("state_dict", {}), best
     else:
         raise MissingFileError(f"{export}: not found, nor {best} (the run's trained weights)")
-    found: dict[int, dict[str, Any]] = defaultdict(dict)
-    for key, value in state.items():
-        match = _MIX.fullmatch(key)
-        if match:
-            found[int(match[1])][match[2]] = value
-    mixes = []
-    for k in sorted(found):
-        if set(found[k]) != {"scalar_parameters", "gamma"}:
-            raise NerAppError(f"{source}: ELMo mix {k} lacks its weights or gamma")
-        weights, gamma = mix_values(found[k]["scalar_parameters"], found[k]["gamma"])
-        mixes.append(Mix(tuple(weights), gamma))
-    return mixes, str(source)
+    return state, str(source)
 
 
 def read_model_types(run_dir: Path) -> list[str]:

@@ -32,6 +32,7 @@ from ner_app.report.run_files import (
     read_log,
     read_model_types,
     read_predictions,
+    read_transformer_mix,
 )
 from ner_app.text.tags import Span
 from ner_app.train.corpus import EVALUATED
@@ -97,6 +98,27 @@ def _elmo_section(mixes: Sequence[Mix], source: str) -> str:
             page.paragraph(f"The best weights' scalar mix (read from {source}).", note=True),
             page.table(header, rows),
             page.image(figure, "ELMo layer weights"),
+        ],
+    )
+
+
+def _transformer_section(mix: Mix, source: str) -> str:
+    """The transformer feature's learned mix: layer 0 is the encoder's embedding layer, j its j-th block."""
+    header = [
+        "",
+        "softmax(w) embeddings",
+        *(f"softmax(w) block {j}" for j in range(1, len(mix.softmax_w))),
+        "gamma",
+    ]
+    return page.section(
+        "transformer",
+        "Transformer layer weights",
+        [
+            page.paragraph(
+                f"The best weights' scalar mix of the encoder's hidden states (read from {source}).",
+                note=True,
+            ),
+            page.table(header, [["transformer mix", *mix.softmax_w, mix.gamma]]),
         ],
     )
 
@@ -208,6 +230,7 @@ def build_report(run_dir: str | Path) -> str:
     metrics, rows = RunMetrics.read(run_dir / "metrics.json"), read_log(run_dir)
     data = {split: read_predictions(run_dir, split) for split in EVALUATED}
     mixes, source = read_elmo_mixes(run_dir)
+    transformer_mix = read_transformer_mix(run_dir)
     breakdowns = {
         s: error_breakdown([g for _, g, _ in data[s]], [p for _, _, p in data[s]]) for s in EVALUATED
     }
@@ -233,6 +256,7 @@ def build_report(run_dir: str | Path) -> str:
         _error_section(breakdowns),
         _confusion_section(breakdowns),
         _elmo_section(mixes, source),
+        *([_transformer_section(transformer_mix, source)] if transformer_mix is not None else []),
         _sentences_section(data, breakdowns),
     ]
     # The model's types first, so that each has the colour the predictions page of its export gives it.

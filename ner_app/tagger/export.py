@@ -21,6 +21,7 @@ from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign
 from ner_app.records import read_json
 from ner_app.tagger.features import FEATURES, FeatureError
+from ner_app.tagger.features.transformer import TransformerError, TransformerRef
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
     PACKAGE,
@@ -101,6 +102,18 @@ def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pa
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         (tmp / "tagger.json").write_text(text + "\n", encoding="utf-8")
     return out
+
+
+def encoder_by_package(spec: TaggerSpec, package: str, source: str) -> TaggerSpec:
+    """``spec`` with its transformer's files named by the installed ``package`` (pinned to its version) instead
+    of carried in the export: one line when the tagger has no transformer or the package holds another one."""
+    if not any(isinstance(f, TransformerRef) for f in spec.features):
+        raise ExportError(f"{source}: --encoder-package: this tagger has no transformer feature")
+    try:
+        features = tuple(f.by_package(package) if isinstance(f, TransformerRef) else f for f in spec.features)
+    except TransformerError as err:
+        raise ExportError(f"{source}: --encoder-package: {err}") from None
+    return dataclasses.replace(spec, features=features)
 
 
 def frozen_words(spec: TaggerSpec) -> list[str]:
@@ -217,4 +230,12 @@ def _load_export(root: Path, device: str) -> tuple[BiLstmCrfTagger, TaggerSpec]:
     return tagger.to(device).eval(), spec
 
 
-__all__ = ["ExportError", "SpecError", "export_model", "load_export", "load_resources", "read_spec"]
+__all__ = [
+    "ExportError",
+    "SpecError",
+    "encoder_by_package",
+    "export_model",
+    "load_export",
+    "load_resources",
+    "read_spec",
+]

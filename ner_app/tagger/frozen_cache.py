@@ -23,21 +23,27 @@ from ner_app.errors import NerAppError
 from ner_app.files import atomic_path
 from ner_app.tagger.glove import rows_sha256
 
-FOLDER = Path("ner_app") / "frozen_rows"
+FOLDER = "frozen_rows"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_HEADER = 4096  # an .npy header of a 2-D float32 array is 128 bytes; anything longer is not ours
 _ROWS_DTYPE = np.dtype("<f4")
 
 
-def cache_folder() -> Path | None:
-    """``$XDG_CACHE_HOME/ner_app/frozen_rows`` (``~/.cache/...`` when unset or relative); None without a home."""
+def cache_root() -> Path | None:
+    """``$XDG_CACHE_HOME/ner_app`` (``~/.cache/ner_app`` when unset or relative); None without a home."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
         try:
             base = str(Path.home() / ".cache")
         except RuntimeError:  # no home folder to be found
             return None
-    return Path(base) / FOLDER
+    return Path(base) / "ner_app"
+
+
+def cache_folder() -> Path | None:
+    """``$XDG_CACHE_HOME/ner_app/frozen_rows`` (``~/.cache/...`` when unset or relative); None without a home."""
+    root = cache_root()
+    return None if root is None else root / FOLDER
 
 
 def cache_path(sha256: object, stamp: str) -> Path | None:
@@ -101,4 +107,4 @@ def write_rows(path: Path, rows: np.ndarray) -> bool:
     return True
 
 
-__all__ = ["cache_folder", "cache_path", "read_rows", "write_rows"]
+__all__ = ["cache_folder", "cache_root", "cache_path", "read_rows", "write_rows"]

@@ -57,6 +57,7 @@ class LayerCacheFill(Callback):
             device, start = trainer.strategy.root_device, time.perf_counter()
             encoder = source.module
             home, full_disk = next(encoder.parameters()).device, ""
+            name = "ELMo" if feature.name == "elmo" else feature.name  # in the progress and the log lines
             try:
                 cache = LayerCache.for_source(self.directory, source)
                 positions = feature.document_positions
@@ -82,12 +83,13 @@ class LayerCacheFill(Callback):
                         batch_size=self.batch_size,
                         device=device,
                         progress=trainer.is_global_zero,
+                        label="biLM" if feature.name == "elmo" else feature.name,
                     )
             except (
                 OSError
             ) as err:  # a full disk: the cache keeps its last published state (docs/reliability.md)
                 full_disk = (
-                    f"{self.directory}: cannot write the ELMo layer cache ({err.strerror}); free space or "
+                    f"{self.directory}: cannot write the {name} layer cache ({err.strerror}); free space or "
                 )
             finally:
                 encoder.to(home)
@@ -95,7 +97,7 @@ class LayerCacheFill(Callback):
                 raise NerAppError(full_disk + "set elmo.cache_dir=null")
             log.info(
                 "%s layer cache %s: %d sentences computed in %.1f s, %d cached, %.1f MB on disk",
-                "ELMo" if feature.name == "elmo" else feature.name,
+                name,
                 self.directory,
                 computed,
                 time.perf_counter() - start,

@@ -108,11 +108,13 @@ class LayerCache(LayerStore):
         device: str | torch.device = "cpu",
         progress: bool = False,
         max_tokens: int | None = FILL_MAX_TOKENS,
+        label: str = "biLM",
     ) -> int:
         """Compute and append the layers of every distinct sentence not cached yet; returns how many.
 
         ``bilm``: a biLM or any frozen feature's ``CacheSource``; ``device`` is where it already lives. Batches
-        hold at most ``batch_size`` sentences and ``max_tokens`` padded tokens (``budget_batches``; None: no cap). Rows are rounded to fp16 once, here.
+        hold at most ``batch_size`` sentences and ``max_tokens`` padded tokens (``budget_batches``; None: no cap). Rows are rounded to fp16 once, here;
+        ``label`` names the encoder in the progress line.
         """
         source = _source(bilm)
         todo: dict[bytes, list[str]] = {}
@@ -125,7 +127,7 @@ class LayerCache(LayerStore):
         groups = budget_batches([len(todo[k]) for k in pending], batch_size, max_tokens)
 
         def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
-            for group in track(groups, "biLM", unit="batch", enabled=progress):
+            for group in track(groups, label, unit="batch", enabled=progress):
                 keys = [pending[i] for i in group]
                 layers, mask = source.sentence_layers([todo[k] for k in keys], torch.device(device))
                 rows = torch.stack(layers, dim=2)[mask]  # (N, L+1, 2P)

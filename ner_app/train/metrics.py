@@ -225,13 +225,17 @@ class RunCalibration:
 @dataclass(frozen=True)
 class RunMetrics:
     """A run's ``metrics.json``: dev and test scores of the chosen checkpoint, its ELMo mixes (None without
-    ELMo), the fingerprint of the biLM it read (None without ELMo) and, for a run continued from an export
-    with the old dev file given, the old types' scores before and after (None otherwise)."""
+    ELMo), the fingerprint of the biLM it read (None without ELMo), the same two of a transformer feature and,
+    for a run continued from an export with the old dev file given, the old types' scores before and after
+    (None otherwise)."""
 
     dev: SplitScores
     test: SplitScores
     elmo_mix: tuple[Mix, ...] | None = field(default=None, metadata=checked(_mixes))
     bilm_fingerprint: str | None = field(default=None, metadata=checked(_fingerprint))
+    # the transformer feature's mix and the fingerprint of its encoder's files (None without one)
+    transformer_mix: tuple[Mix, ...] | None = field(default=None, metadata=checked(_mixes))
+    transformer_fingerprint: str | None = field(default=None, metadata=checked(_fingerprint))
     previous_dev: PreviousDev | None = None
     calibration: RunCalibration | None = None  # None: a run without one (older, or no entity on dev)
 
@@ -248,7 +252,15 @@ class RunMetrics:
                 f"{where}: expected the dev and test scores of a train.py run, found {found or 'nothing'}"
             )
         reader = _MetricsReader(where)  # the mixes and the fingerprint first, as the file's layout checks go
-        names = ("elmo_mix", "bilm_fingerprint", "calibration", *EVALUATED, "previous_dev")
+        names = (
+            "elmo_mix",
+            "bilm_fingerprint",
+            "transformer_mix",
+            "transformer_fingerprint",
+            "calibration",
+            *EVALUATED,
+            "previous_dev",
+        )
         return cls(**{name: read_field(cls, name, data, reader) for name in names})
 
     @classmethod
@@ -267,6 +279,10 @@ class RunMetrics:
             out["elmo_mix"] = [m.to_json() for m in self.elmo_mix]
         if self.bilm_fingerprint is not None:
             out["bilm_fingerprint"] = self.bilm_fingerprint
+        if self.transformer_mix is not None:
+            out["transformer_mix"] = [m.to_json() for m in self.transformer_mix]
+        if self.transformer_fingerprint is not None:
+            out["transformer_fingerprint"] = self.transformer_fingerprint
         if self.previous_dev is not None:
             out["previous_dev"] = self.previous_dev.to_json()
         if self.calibration is not None:

@@ -145,16 +145,18 @@ def write_reports(
         )
     # the chosen checkpoint's mixes (a record then holds them without the weights), and the frozen encoder by
     # its weights (compare groups by this, whatever the files' paths)
-    mixes = [cast(InputFeature, f).learned_mixes() for f in module.tagger.features.values()]
-    fingerprints = [f.frozen_fingerprint for f in spec.features if f.frozen_fingerprint is not None]
+    mixes = {
+        name: tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(cast(InputFeature, f).learned_mixes()))
+        for name, f in module.tagger.features.items()
+    }
+    fingerprints = {f.name: f.frozen_fingerprint for f in spec.features}
     metrics = RunMetrics(
         scores["dev"],
         scores["test"],
-        elmo_mix=next(
-            (tuple(Mix.of(m, MIX_PLACES[k]) for k, m in enumerate(learned)) for learned in mixes if learned),
-            None,
-        ),
-        bilm_fingerprint=next(iter(fingerprints), None),
+        elmo_mix=mixes.get("elmo") or None,
+        bilm_fingerprint=fingerprints.get("elmo"),
+        transformer_mix=mixes.get("transformer") or None,
+        transformer_fingerprint=fingerprints.get("transformer"),
         previous_dev=previous_dev,
         calibration=calibration,
     )

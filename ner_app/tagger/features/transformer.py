@@ -4,7 +4,8 @@ Face encoder's hidden states, the embedding layer's included, one vector per wor
 The mix is ELMo's own ``ScalarMix`` (gamma, softmax weights, the L2 penalty on them times ``elmo.l2_coef``);
 only the layers differ: ``WordPieceEncoder`` reads each word's pieces (``transformer_encoder.py``). The encoder's
 files travel with an export (``transformer/``), named by their sha256 in the spec, so an export predicts
-without the network and without the folder it was trained from. Its layers come from the encoder, from the
+without the network and without the folder it was trained from; or, exported with ``--encoder-package``, the
+export names the installed package they come from instead (``encoder_package.py``), under the same sha256. Its layers come from the encoder, from the
 layer cache (``layers`` and ``mask`` in the batch) or, with document context, from the streams (``context``).
 """
 
@@ -35,6 +36,11 @@ from ner_app.tagger.features.base import (
     SpecError,
     SpecView,
     register_feature,
+)
+from ner_app.tagger.features.encoder_package import (
+    installed_requirement,
+    package_folder,
+    requirement_problem,
 )
 from ner_app.tagger.features.transformer_encoder import (
     FILES,
@@ -126,6 +132,9 @@ class TransformerRef(FeatureSpec):
     context: str = "sentence"  # or "document": neighbouring sentences as extra context
     max_stream_positions: int = MAX_POSITIONS  # document context: the chunk size of long documents
     hub: str | None = None  # the hub name it was downloaded as, if it was
+    package: str | None = (
+        None  # 'name==version': the installed package holding the files, when not in the export
+    )
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> tuple[TransformerRef, WordPieceEncoder]:
@@ -161,6 +170,8 @@ class TransformerRef(FeatureSpec):
         return ref, encoder
 
     def problem(self, key: str) -> str | None:
+        if self.package is not None and (problem := requirement_problem(self.package)):
+            return f"key '{key}.package': {problem}"
         if self.context not in ("sentence", "document"):
             return f"key '{key}.context': expected 'sentence' or 'document', found {self.context!r}"
         if self.pooling not in POOLINGS:
@@ -188,7 +199,12 @@ class TransformerRef(FeatureSpec):
         return self.fingerprint
 
     def load(self, path_of: Callable[[str], Path], source: str) -> WordPieceEncoder:
-        """The encoder of the recorded folder, checked against the fingerprint before it is loaded."""
+        """The encoder of the recorded folder (or package), checked against the fingerprint before it is loaded."""
+        if self.package is not None:
+            try:
+                return load_encoder(package_folder(self.package, self.fingerprint), self.pooling, self.window)
+            except TransformerError as err:
+                raise FeatureError(f"{source}: {err}") from err
         folder = path_of(self.config).parent
         try:
             files = encoder_files(folder)
@@ -206,18 +222,33 @@ class TransformerRef(FeatureSpec):
 
     def exported(self, module: InputFeature, folder: Path) -> TransformerRef:
         assert isinstance(module, TransformerFeature)
+        if self.package is not None:  # the package's files: named, not copied
+            return self
         target = folder / _FOLDER
         target.mkdir()
         for name, path in module.transformer.files.items():  # the exact bytes: the fingerprint still holds
             shutil.copyfile(path, target / name)
         return dataclasses.replace(self, config=f"{_FOLDER}/config.json")
 
+    def by_package(self, name: str) -> TransformerRef:
+        """This spec with the encoder named by the installed package ``name`` (pinned to its version) instead of
+        carried by the export; one line when the package does not hold exactly this encoder."""
+        requirement = installed_requirement(name)
+        package_folder(requirement, self.fingerprint)  # extracted once here, and its fingerprint checked
+        return dataclasses.replace(self, package=requirement, config="config.json")
+
     def continues(self, old: FeatureSpec, source: str) -> str | None:
         assert isinstance(old, TransformerRef)
         if self.fingerprint != old.fingerprint:
+            folder = f"{source}/{_FOLDER}"
+            if old.package is not None:  # the export names its encoder's package: the folder load reads
+                try:
+                    folder = str(package_folder(old.package, old.fingerprint))
+                except TransformerError as err:
+                    return str(err)
             return (
                 f"transformer.folder names another encoder than the export's (fingerprint {self.fingerprint[:12]}..., "
-                f"the export's {old.fingerprint[:12]}...); set transformer.folder={source}/{_FOLDER}"
+                f"the export's {old.fingerprint[:12]}...); set transformer.folder={folder}"
             )
         for key in ("pooling", "window", "do_layer_norm", "context"):
             a, b = getattr(self, key), getattr(old, key)

@@ -4,10 +4,8 @@ encoder and predicts with the training folder gone and the hub offline, and ever
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,76 +14,34 @@ from safetensors import safe_open
 import train
 from ner_app import load_tagger
 from ner_app.cli.main import main
+from ner_app.report.run_files import read_transformer_mix
 from tests.tagger.transformer.models import tiny_bert
+from tests.tagger.transformer.runs import (
+    TEXTS,
+    TINY,
+    cli,
+    offline,
+    one_error_line,
+    train_args,
+    train_process,
+)
 
 pytestmark = pytest.mark.system  # trains tiny runs and starts processes
-
-ROOT = Path(__file__).resolve().parents[3]
-TINY = ROOT / "tests" / "data" / "tiny_conll"
-TEXTS = ["Peter Blackburn met the EU in Germany .", "", "British lamb ."]
-OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-
-
-def train_args(out: Path, folder: Path, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs" / "tiny.yaml"),
-        f"output_dir={out}",
-        f"data.dir={TINY}",
-        f"elmo.cache_dir={out.parent / 'cache'}",
-        "model.features=[words,chars,transformer]",
-        f"transformer.folder={folder}",
-        *extra,
-    ]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A tiny run with words, chars and a tiny BERT; the BERT's folder deleted once it is trained."""
-    base = tmp_path_factory.mktemp("transformer_run")
-    folder = tiny_bert(base / "bert")
-    assert train.main(train_args(base / "run", folder)) == 0
-    shutil.rmtree(folder)  # from here on, only the export's own copy exists
-    return base / "run"
-
-
-def one_error_line(result: subprocess.CompletedProcess, *needles: str) -> None:
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), result.stderr[-2000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ner_app", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=OFFLINE,
-        cwd=ROOT,
-    )
-
-
-def train_process(
-    out: Path, *overrides: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """``train.py`` on the tiny config with the transformer feature, in its own process (what a user's shell
-    sees: the exit code and stderr); ``overrides`` name its encoder."""
-    args = ["--config", str(ROOT / "configs" / "tiny.yaml"), f"output_dir={out}", f"data.dir={TINY}"]
-    args += ["model.features=[words,chars,transformer]", *overrides]
-    return subprocess.run(
-        [sys.executable, "train.py", *args], capture_output=True, text=True, cwd=ROOT, env=env or OFFLINE
-    )
 
 
 def test_a_tiny_run_reaches_f1_one_and_records_its_mix(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
-    (mix,) = metrics["elmo_mix"]  # the learned mix of the encoder's 3 hidden states
+    (mix,) = metrics["transformer_mix"]  # the learned mix of the encoder's 3 hidden states
     assert len(mix["softmax_w"]) == 3 and abs(sum(mix["softmax_w"]) - 1) < 1e-6
+    assert "elmo_mix" not in metrics and "bilm_fingerprint" not in metrics  # no ELMo in this run
     entry = json.loads((run / "export" / "tagger.json").read_text())["features"][-1]
     assert entry["name"] == "transformer" and entry["config"] == "transformer/config.json"
+    assert metrics["transformer_fingerprint"] == entry["fingerprint"]
+    exported = read_transformer_mix(run)  # the report's table: the export's weights, read back
+    assert exported is not None and exported.softmax_w == pytest.approx(mix["softmax_w"], abs=1e-7)
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert "Transformer layer weights" in page and f"{exported.gamma:.2f}" in page
     assert sorted(p.name for p in (run / "export" / "transformer").iterdir()) == [
         "config.json",
         "model.safetensors",
@@ -231,7 +187,7 @@ def test_resume_and_seeds(tmp_path: Path) -> None:
 @pytest.mark.slow  # CI's slow lane: processes
 def test_a_hub_name_offline_is_one_line_before_any_training(tmp_path: Path) -> None:
     result = train_process(
-        tmp_path / "run", "transformer.hub=bert-base-cased", env={**OFFLINE, "HF_HOME": str(tmp_path / "hf")}
+        tmp_path / "run", "transformer.hub=bert-base-cased", env=offline(HF_HOME=str(tmp_path / "hf"))
     )
     one_error_line(result, "transformer.hub=bert-base-cased", "transformer.folder=PATH")
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -289,3 +245,28 @@ def test_bad_transformer_values_are_one_line(tmp_path: Path, override: str, need
     result = train_process(tmp_path / "run", *extra, override)
     one_error_line(result, needle)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_compare_groups_runs_by_the_encoders_files_not_its_path(run: Path, tmp_path: Path, capsys) -> None:
+    """Two seeds whose configs name the same encoder under other folders are one recipe; another encoder's
+    fingerprint under the same folder is another."""
+    copies = []
+    for seed, folder, fingerprint in ((7, "/a/bert", None), (8, "/b/bert", None), (9, "/a/bert", "ab" * 32)):
+        copy = tmp_path / f"seed{seed}"
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoints", "export"))
+        text = (copy / "config.yaml").read_text()
+        text = re.sub(r"(?m)^seed: .*$", f"seed: {seed}", text)
+        (copy / "config.yaml").write_text(re.sub(r"(?m)^  folder: .*$", f"  folder: {folder}", text))
+        if fingerprint is not None:
+            metrics = json.loads((copy / "metrics.json").read_text())
+            metrics["transformer_fingerprint"] = fingerprint
+            (copy / "metrics.json").write_text(json.dumps(metrics))
+        copies.append(copy)
+    assert main(["compare", *map(str, copies), "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert sorted(g["seeds"] for g in groups) == [[7, 8], [9]]
+    assert {g["config"]["transformer.encoder"][:12] for g in groups} == {"ab" * 6, run_fingerprint(run)[:12]}
+
+
+def run_fingerprint(run: Path) -> str:
+    return json.loads((run / "metrics.json").read_text())["transformer_fingerprint"]
