@@ -69,7 +69,12 @@ class LayerCacheFill(Callback):
                     ]
                     encoder.to(device)
                     computed = fill_document_cache(
-                        cache, documents, source, positions, progress=trainer.is_global_zero
+                        cache,
+                        documents,
+                        source,
+                        positions,
+                        progress=trainer.is_global_zero,
+                        label="biLM" if feature.name == "elmo" else feature.name,
                     )
                 else:
                     sentences = [tokens for split in dm.splits.values() for tokens in split.tokens]

@@ -194,6 +194,7 @@ def fill_document_cache(
     max_positions: int = MAX_POSITIONS,
     progress: bool = False,
     max_tokens: int | None = BATCH_POSITIONS,
+    label: str = "biLM",
 ) -> int:
     """Cache the layers of every sentence of ``documents`` read in document context (keys: ``document_keys``).
 
@@ -215,7 +216,7 @@ def fill_document_cache(
 
     def batches() -> Iterator[tuple[list[tuple[bytes, int]], torch.Tensor]]:
         groups = list(stream_batches([stream_positions(stream) for stream, _ in jobs], max_tokens))
-        for group in track(groups, "biLM streams", unit="batch", enabled=progress):
+        for group in track(groups, f"{label} streams", unit="batch", enabled=progress):
             chosen = [jobs[i] for i in group]
             entries, rows = [], []
             for (_, keys), layers in zip(chosen, read([s for s, _ in chosen]), strict=True):

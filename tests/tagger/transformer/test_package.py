@@ -261,7 +261,10 @@ def test_init_from_an_export_naming_the_package(run: Path, site: Path, tmp_path:
     )
     folder = package_folder("tinyenc==0.3", fingerprint(run / "export" / "transformer"))
     more = ["trainer.max_epochs=2", f"model.init_from={out}"]
+    capsys.readouterr()
     assert train.main(train_args(tmp_path / "again", folder, *more)) == 0
+    err = capsys.readouterr().err  # the layer cache's fill names the encoder it runs
+    assert err.startswith("transformer: ") and "biLM" not in err
     other = tiny_bert(tmp_path / "other", seed=1)
     capsys.readouterr()
     assert train.main(train_args(tmp_path / "other_run", other, *more)) == 2
