@@ -131,7 +131,7 @@ def test_the_minilm_model_names_its_encoder_instead_of_carrying_it() -> None:
     assert entry["package"] == f"{MINILM_PACKAGE}==0.1.2" and len(entry["fingerprint"]) == 64
 
 
-@pytest.mark.system
+@pytest.mark.slow  # a new process loading MiniLM
 def test_the_minilm_models_quick_start() -> None:
     """Its README's command: lower-cased text, a new process, the encoder extracted from the package."""
     needs_minilm()

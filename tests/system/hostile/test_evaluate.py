@@ -74,10 +74,12 @@ def test_embed_options_without_weights_is_one_line(tmp_path: Path, capsys) -> No
 def test_export_needs_a_checkpoint_or_onnx(trained: Path, tmp_path: Path, capsys) -> None:
     assert main(["export", "--output", str(tmp_path / "out")]) == 2
     one_error_line(
-        capsys, "export: give --checkpoint CKPT, or --onnx [--model EXPORT_DIR] to convert an export"
+        capsys,
+        "export: give --checkpoint CKPT, --model EXPORT_DIR --encoder-package NAME, or --onnx [--model "
+        "EXPORT_DIR] to convert an export",
     )
     assert main(["export", "--model", str(trained / "export"), "--output", str(tmp_path / "out")]) == 2
-    one_error_line(capsys, "export: give --checkpoint CKPT, or --onnx")
+    one_error_line(capsys, "export: give --checkpoint CKPT, --model EXPORT_DIR --encoder-package NAME")
     assert not (tmp_path / "out").exists()
 
 

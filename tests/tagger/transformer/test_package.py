@@ -166,6 +166,7 @@ def site(run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "site"
 
 
+@pytest.mark.slow  # CI's slow lane: processes
 def test_an_export_naming_the_package_predicts_as_the_one_carrying_it(
     run: Path, site: Path, tmp_path: Path
 ) -> None:
