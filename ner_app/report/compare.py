@@ -53,6 +53,7 @@ class Run:
     # The biLM's paths when elmo.bilm is known (the transformer's when transformer.encoder is): shown in the
     # tables, not grouped on.
     shown: tuple[tuple[str, Any], ...] = ()
+    transformer_mixes: tuple[Mix, ...] = ()  # metrics.json "transformer_mix" (none without a transformer)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,17 @@ def read_run(run_dir: str | Path) -> Run:
     f1 = {s: scores.split(s).f1 for s in EVALUATED}
     per_type = {s: {t: v.f1 for t, v in scores.split(s).per_type.items()} for s in EVALUATED}
     data = _data_fingerprint(run_dir)
-    return Run(run_dir, int(flat["seed"]), recipe, data, f1, per_type, scores.elmo_mix or (), shown)
+    return Run(
+        run_dir,
+        int(flat["seed"]),
+        recipe,
+        data,
+        f1,
+        per_type,
+        scores.elmo_mix or (),
+        shown,
+        scores.transformer_mix or (),
+    )
 
 
 def read_runs(run_dirs: Iterable[str | Path]) -> list[Run]:

@@ -26,11 +26,13 @@ def _difference(values: Sequence[float]) -> dict[str, Any]:
     return {**_summary(values), "ci95": None if bounds is None else list(bounds)}
 
 
-def _mixes(group: Group) -> list[dict[str, Any]]:
-    """Each ELMo mix of the group (input, output) over the runs that recorded it, as the mix table shows it."""
+def _mixes(group: Group, transformer: bool = False) -> list[dict[str, Any]]:
+    """Each ELMo mix of the group (input, output; ``transformer``: the transformer's mix) over the runs that
+    recorded it, as the mix table shows it."""
     out = []
-    for k in range(max((len(r.mixes) for r in group.runs), default=0)):
-        mixes = [r.mixes[k] for r in group.runs if len(r.mixes) > k]
+    runs = [r.transformer_mixes if transformer else r.mixes for r in group.runs]
+    for k in range(max((len(r) for r in runs), default=0)):
+        mixes = [r[k] for r in runs if len(r) > k]
         layers = len(mixes[0].softmax_w)
         out.append(
             {
@@ -58,6 +60,7 @@ def _group(group: Group, keys: Sequence[str]) -> dict[str, Any]:
             for s in EVALUATED
         },
         "elmo_mix": _mixes(group),
+        "transformer_mix": _mixes(group, transformer=True),
         "runs": [
             {
                 "path": str(r.path),

@@ -13,6 +13,7 @@ from pathlib import Path
 from ner_app.report.compare import (
     EVALUATED,
     Group,
+    Run,
     Summary,
     differing_keys,
     group_runs,
@@ -20,6 +21,7 @@ from ner_app.report.compare import (
     read_runs,
     value_of,
 )
+from ner_app.train.metrics import Mix
 
 MAX_WIDTH = 100  # characters of a Markdown line: a terminal, a diff, a README read as text
 
@@ -136,13 +138,18 @@ def per_seed_table(groups: Sequence[Group]) -> Table | None:
     )
 
 
-def mix_table(groups: Sequence[Group]) -> Table | None:
-    """softmax(w) per biLM layer and gamma of each ELMo mix, mean ± std over the runs that recorded it."""
-    rows, layers = [], max((len(m.softmax_w) for g in groups for r in g.runs for m in r.mixes), default=0)
+def mix_table(groups: Sequence[Group], transformer: bool = False) -> Table | None:
+    """softmax(w) per layer and gamma of each ELMo mix (``transformer``: of the transformer's mix), mean ± std
+    over the runs that recorded it."""
+
+    def of(run: Run) -> tuple[Mix, ...]:
+        return run.transformer_mixes if transformer else run.mixes
+
+    rows, layers = [], max((len(m.softmax_w) for g in groups for r in g.runs for m in of(r)), default=0)
     for g in groups:
-        count = max((len(r.mixes) for r in g.runs), default=0)
+        count = max((len(of(r)) for r in g.runs), default=0)
         for k in range(count):
-            mixes = [r.mixes[k] for r in g.runs if len(r.mixes) > k]
+            mixes = [of(r)[k] for r in g.runs if len(of(r)) > k]
             cells = [
                 _three(Summary.of([m.softmax_w[j] for m in mixes])) if j < len(mixes[0].softmax_w) else "–"
                 for j in range(layers)
@@ -151,8 +158,10 @@ def mix_table(groups: Sequence[Group]) -> Table | None:
             rows.append((name, str(len(mixes)), *cells, _three(Summary.of([m.gamma for m in mixes]))))
     if not rows:
         return None
+    what = "transformer mix" if transformer else "ELMo mix"
+    unit = "encoder layer (0: its embeddings)" if transformer else "biLM layer"
     return Table(
-        "Learned ELMo mix of the chosen checkpoint: softmax(w) per biLM layer and gamma, mean ± sample std",
+        f"Learned {what} of the chosen checkpoint: softmax(w) per {unit} and gamma, mean ± sample std",
         ("config", "runs", *(f"layer {j}" for j in range(layers)), "gamma"),
         tuple(rows),
         (False, True, *(True for _ in range(layers)), True),
@@ -176,7 +185,13 @@ def differences_table(groups: Sequence[Group]) -> Table | None:
 def compare_tables(groups: Sequence[Group]) -> list[Table]:
     """Every table of the comparison, in reading order."""
     tables = [f1_table(groups), per_type_table(groups, "test"), per_type_table(groups, "dev")]
-    extra = (paired_table(groups), per_seed_table(groups), mix_table(groups), differences_table(groups))
+    extra = (
+        paired_table(groups),
+        per_seed_table(groups),
+        mix_table(groups),
+        mix_table(groups, transformer=True),
+        differences_table(groups),
+    )
     return tables + [t for t in extra if t is not None]
 
 

@@ -129,7 +129,16 @@ def test_json_holds_the_numbers_of_the_tables(runs, capsys):
     rows = find(t, "Entity F1")[1:]
     assert [g["name"] for g in data["groups"]] == [r[0] for r in rows] == ["base", "lr02"]
     for group, row in zip(data["groups"], rows, strict=True):
-        assert list(group) == ["name", "seeds", "config", "f1", "per_type", "elmo_mix", "runs"]
+        assert list(group) == [
+            "name",
+            "seeds",
+            "config",
+            "f1",
+            "per_type",
+            "elmo_mix",
+            "transformer_mix",
+            "runs",
+        ]
         assert row == [
             group["name"],
             str(len(group["runs"])),

@@ -265,6 +265,16 @@ def test_compare_groups_runs_by_the_encoders_files_not_its_path(run: Path, tmp_p
     assert main(["compare", *map(str, copies), "--json"]) == 0
     groups = json.loads(capsys.readouterr().out)["groups"]
     assert sorted(g["seeds"] for g in groups) == [[7, 8], [9]]
+    recorded = json.loads((run / "metrics.json").read_text())["transformer_mix"][0]
+    for group in groups:  # each group's transformer mix: its seeds' (all copies of one run here)
+        assert group["elmo_mix"] == [] and [m["runs"] for m in group["transformer_mix"]] == [
+            len(group["seeds"])
+        ]
+        means = [w["mean"] for w in group["transformer_mix"][0]["softmax_w"]]
+        assert means == pytest.approx(recorded["softmax_w"], abs=1e-9)
+    assert main(["compare", *map(str, copies)]) == 0
+    table = capsys.readouterr().out
+    assert "Learned transformer mix" in table and "Learned ELMo mix" not in table
     assert {g["config"]["transformer.encoder"][:12] for g in groups} == {"ab" * 6, run_fingerprint(run)[:12]}
 
 
