@@ -5,8 +5,9 @@ The mix is ELMo's own ``ScalarMix`` (gamma, softmax weights, the L2 penalty on t
 only the layers differ: ``WordPieceEncoder`` reads each word's pieces (``transformer_encoder.py``). The encoder's
 files travel with an export (``transformer/``), named by their sha256 in the spec, so an export predicts
 without the network and without the folder it was trained from; or, exported with ``--encoder-package``, the
-export names the installed package they come from instead (``encoder_package.py``), under the same sha256. Its layers come from the encoder, from the
-layer cache (``layers`` and ``mask`` in the batch) or, with document context, from the streams (``context``).
+export names the installed package they come from instead (``encoder_package.py``), under the same sha256.
+Its layers come from the encoder, from the layer cache (``layers`` and ``mask`` in the batch) or, with
+document context, from the streams (``context``).
 """
 
 from __future__ import annotations
@@ -132,9 +133,8 @@ class TransformerRef(FeatureSpec):
     context: str = "sentence"  # or "document": neighbouring sentences as extra context
     max_stream_positions: int = MAX_POSITIONS  # document context: the chunk size of long documents
     hub: str | None = None  # the hub name it was downloaded as, if it was
-    package: str | None = (
-        None  # 'name==version': the installed package holding the files, when not in the export
-    )
+    # 'name==version': the installed package holding the encoder's files, when the export does not carry them
+    package: str | None = None
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> tuple[TransformerRef, WordPieceEncoder]:
@@ -199,7 +199,8 @@ class TransformerRef(FeatureSpec):
         return self.fingerprint
 
     def load(self, path_of: Callable[[str], Path], source: str) -> WordPieceEncoder:
-        """The encoder of the recorded folder (or package), checked against the fingerprint before it is loaded."""
+        """The encoder of the recorded folder (or package), checked against the fingerprint before it is
+        loaded."""
         if self.package is not None:
             try:
                 return load_encoder(package_folder(self.package, self.fingerprint), self.pooling, self.window)
