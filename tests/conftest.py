@@ -16,6 +16,7 @@ from tests.helpers import REPO, random_bilm
 # pytest.mark.system`` or ``@pytest.mark.system``.
 TRAINED_RUN_FIXTURES = {
     "tests/report": {"runs", "tiny_run"},
+    "tests/serve/label_studio": {"model", "weak_model"},
     "tests/system/hostile": {"trained"},
     "tests/tagger/transformer": {"run"},
 }

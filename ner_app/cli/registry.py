@@ -20,6 +20,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("report", "report"),
     ("download-elmo", "download_elmo"),
     ("serve", "serve"),
+    ("label-studio", "label_studio"),
     ("convert", "convert"),
     ("check-data", "check_data"),
     ("find-threshold", "find_threshold"),

@@ -93,21 +93,21 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal server error")
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """The client closed the connection before its body arrived: nobody is left to answer."""
 
 
-async def _read_body(receive: Receive) -> bytes:
-    """The whole body, read no further than the limit (a body without Content-Length included)."""
+async def read_body(receive: Receive, limit: int = SERVE_MAX_BODY_BYTES) -> bytes:
+    """The whole body, read no further than ``limit`` (a body without Content-Length included)."""
     chunks, size, more = [], 0, True
     while more:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise _ClientGone
+            raise ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > SERVE_MAX_BODY_BYTES:
-            raise BadRequest(TOO_LARGE, f"body of more than {SERVE_MAX_BODY_BYTES:,} bytes")
+        if size > limit:
+            raise BadRequest(TOO_LARGE, f"body of more than {limit:,} bytes")
         chunks.append(chunk)
         more = message.get("more_body", False)
     return b"".join(chunks)
@@ -149,12 +149,12 @@ class PredictGuard:
         lengths = [v for k, v in headers if k.lower() == b"content-length"]
         try:
             check_length(lengths[0].decode("latin-1") if lengths else None)
-            body = await asyncio.wait_for(_read_body(receive), self.body_timeout)
+            body = await asyncio.wait_for(read_body(receive), self.body_timeout)
             parse_texts(body)
         except BadRequest as err:
             await error_response(err.status, err.message)(scope, receive, send)
             return
-        except _ClientGone:
+        except ClientGone:
             return
         except asyncio.TimeoutError:
             message = f"request body not complete within {self.body_timeout:g} s"

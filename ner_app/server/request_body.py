@@ -39,22 +39,23 @@ def _kind(value: Any) -> str:
     return "a string" if isinstance(value, str) else "an array" if isinstance(value, list) else "an object"
 
 
-def check_length(declared: str | None) -> None:
-    """A ``Content-Length`` over the limit is refused before the body is read."""
+def check_length(declared: str | None, limit: int = SERVE_MAX_BODY_BYTES) -> None:
+    """A ``Content-Length`` over ``limit`` is refused before the body is read."""
     if declared is None:
         return
     if not declared.isdigit():
         raise BadRequest(BAD_REQUEST, f"Content-Length {declared[:40]!r} is not a number of bytes")
-    if int(declared) > SERVE_MAX_BODY_BYTES:
-        raise BadRequest(TOO_LARGE, f"body of {int(declared):,} bytes; at most {SERVE_MAX_BODY_BYTES:,}")
+    if int(declared) > limit:
+        raise BadRequest(TOO_LARGE, f"body of {int(declared):,} bytes; at most {limit:,}")
 
 
-def parse_texts(body: bytes) -> list[str]:
-    """The texts of a request body, or ``BadRequest`` naming what is wrong and where."""
-    if len(body) > SERVE_MAX_BODY_BYTES:
-        raise BadRequest(TOO_LARGE, f"body of more than {SERVE_MAX_BODY_BYTES:,} bytes")
+def parse_json(body: bytes, limit: int = SERVE_MAX_BODY_BYTES) -> Any:
+    """A request body as JSON, or ``BadRequest`` saying in one line why it is not: too large, not UTF-8, not
+    JSON, nested too deep, an integer too long to convert."""
+    if len(body) > limit:
+        raise BadRequest(TOO_LARGE, f"body of more than {limit:,} bytes")
     try:
-        document = json.loads(body.decode("utf-8"))
+        return json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise BadRequest(
             BAD_REQUEST,
@@ -68,6 +69,11 @@ def parse_texts(body: bytes) -> list[str]:
         raise BadRequest(BAD_REQUEST, "body is not a request: JSON nested too deep") from None
     except ValueError as err:  # an integer of more digits than Python converts (4300)
         raise BadRequest(BAD_REQUEST, f"body is not a request ({str(err)[:80]})") from None
+
+
+def parse_texts(body: bytes) -> list[str]:
+    """The texts of a request body, or ``BadRequest`` naming what is wrong and where."""
+    document = parse_json(body)
     expected = 'expected {"texts": ["...", ...]} and optionally "min_score", "alternatives", "flag_missed"'
     if not isinstance(document, dict):
         raise BadRequest(BAD_REQUEST, f"body is {_kind(document)}; {expected}")

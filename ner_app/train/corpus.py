@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,12 @@ def load_corpus(
     fmt: str | None = None,
     tag_column: int = -1,
     options: Options | None = None,
+    known_types: Collection[str] = (),
 ) -> Corpus:
     """Read ``data_dir`` (CoNLL files ``train.txt``, ``valid.txt``, ``test.txt``, or a dataset folder in the
     hub's layout) or, when ``hub_name`` is set, a Hugging Face hub dataset; drop empty rows, keep the first
     ``max_sentences`` of each split (tiny runs) and convert the tags to ``scheme``. Every entity type of dev
-    and test must occur in train. ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
+    and test must occur in train or be one of ``known_types`` (those of the export a run continues). ``fmt`` is the files' format (None: detected), ``tag_column`` CoNLL's tag
     column (docs/data.md#your-own-annotations), ``options`` how span formats are converted (``reading_options``;
     its ``tag_column`` wins). Only train may hold ``-`` (not annotated) tags."""
     check_data_source(data_dir, hub_name, fmt)
@@ -107,7 +109,12 @@ def load_corpus(
         )
     types = set(entity_types(t for tags in splits["train"].tags for t in tags))
     for name in EVALUATED:
-        unseen = {t for tags in splits[name].tags for t in tags if t != "O" and split_tag(t)[1] not in types}
+        unseen = {
+            t
+            for tags in splits[name].tags
+            for t in tags
+            if t != "O" and split_tag(t)[1] not in types and split_tag(t)[1] not in known_types
+        }
         if unseen:
             shown = ", ".join(repr(t[:40]) for t in sorted(unseen)[:5]) + (", ..." if len(unseen) > 5 else "")
             raise NerAppError(f"{name} has tags whose entity types never occur in train: [{shown}]")

@@ -196,11 +196,14 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     d, m = cfg.data, cfg.model
     if m.glove == "package":
         require_package()  # before a corpus download: the missing package is the first thing to fix
-    corpus = load_corpus(d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, options=data_reading(d))
+    start = StartingPoint.load(m.init_from) if m.init_from else None
+    known = start.types if start is not None else ()  # dev and test may hold a type only the export knows
+    corpus = load_corpus(
+        d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, options=data_reading(d), known_types=known
+    )
     features, resources = load_features(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
     spec = build_spec(cfg, corpus, features, glove[0] if glove is not None else None)
-    start = StartingPoint.load(m.init_from) if m.init_from else None
     tagger = None
     if start is not None:  # the export's words and types, and weights, with the data's new ones added
         tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, resources, corpus, glove))
