@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("serve", "serve"),
     ("convert", "convert"),
     ("check-data", "check_data"),
+    ("split", "split"),
     ("find-threshold", "find_threshold"),
     ("select", "select"),
     ("benchmark", "benchmark"),

@@ -57,7 +57,10 @@ def test_predictions_into_a_folder_is_one_line(trained: Path, tmp_path: Path, ca
 
 def test_input_folder_and_model_file_are_one_line(trained: Path, tmp_path: Path, capsys) -> None:
     assert main(["evaluate", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, f"--input {tmp_path}: not a file (expected a CoNLL file with gold tags)")
+    one_error_line(
+        capsys,
+        f"--input {tmp_path}: not a file (expected a gold file: CoNLL, an annotation export or a brat folder)",
+    )
     assert main(["evaluate", "--model", str(TINY / "valid.txt"), "--input", str(TINY / "valid.txt")]) == 2
     one_error_line(capsys, "not a folder (expected an export directory)")
 
