@@ -146,7 +146,7 @@ def divide(
     scheme = detect_scheme(s.tags for u in units for s in u)
     groups = _groups(units, scheme)
     if len(groups) < len(SPLIT_NAMES):
-        what = "documents" if by == "document" else "sentences"
+        what = by if len(groups) == 1 else f"{by}s"
         hint = (
             " (a CoNLL file marks documents with -DOCSTART- lines; or split by sentence: --by sentence)"
             if by == "document"

@@ -158,7 +158,7 @@ def test_a_gold_file_that_is_a_fifo_or_a_device_is_one_line(
     for gold in (fifo, zero):
         assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
         one_error_line(
-            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a CoNLL file"
+            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a gold file"
         )
 
 
