@@ -216,3 +216,26 @@ def test_a_second_run_replaces_its_own_output(tmp_path: Path) -> None:
     ]
     assert json.loads((tmp_path / "out" / "split.json").read_text())["shares"] == {"dev": 0.2, "test": 0.1}
     assert (tmp_path / "out" / "test.txt").read_text() != first
+
+
+def test_documented_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/data.md's split commands, as written, on a Label Studio export; then check-data reads the folder."""
+    monkeypatch.chdir(tmp_path)
+    docs = corpus(50, rare={"PROD": (1, 2, 3)})
+    assert write_format("labelstudio", docs, tmp_path) == tmp_path / "export.json"
+    for command in (
+        "python -m ner_app split export.json --output mine",
+        "python -m ner_app split export.json --output mine --dev 0.15 --test 0.15 --seed 2",
+    ):
+        assert main(command.split()[3:]) == 0, command
+        assert "written to mine" in capsys.readouterr().out
+    report = json.loads((tmp_path / "mine" / "split.json").read_text())
+    assert report["seed"] == 2 and report["shares"] == {"dev": 0.15, "test": 0.15}
+    assert [report["splits"][n]["entities"]["PROD"] for n in ("train", "dev", "test")] == [1, 1, 1]
+    assert main(["check-data", "mine/"]) in (
+        0,
+        1,
+    )  # it reads the three files (problems are its own to report)
+    assert "sentences" in capsys.readouterr().out
