@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.format import Options
     from ner_app.text.annotations.model import Audit
     from ner_app.text.annotations.resolve import Policy
+    from ner_app.text.annotations.splits import split_format
 
     source, out = Path(args.input), Path(args.output)
     dev, test = _fraction("--dev", args.dev), _fraction("--test", args.test)
@@ -112,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
         raise NerAppError(
             "--outside unknown: split writes dev and test, which are scored and must be fully annotated; "
             "split a fully annotated export"
+        )
+    if (args.labels or args.types) and split_format(source, args.fmt) == "conll":
+        raise NerAppError(
+            f"{source}: a CoNLL input is split as it is, its tags unchanged, so --labels and --types do not "
+            "apply; rename or keep types with convert first (convert --labels ... --output all.conll)"
         )
     refuse_foreign(out, _ours, "an output of split")
     options = Options(

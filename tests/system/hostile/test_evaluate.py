@@ -216,3 +216,32 @@ def test_case_views_with_bad_input_are_one_line_and_write_nothing(
     assert main([*args, "--json"]) == 0
     views = json.loads(capsys.readouterr().out)["case_views"]
     assert list(views) == ["cased", "lower", "upper"]
+
+
+def test_a_bad_gold_export_is_named_by_its_task(trained: Path, tmp_path: Path, capsys) -> None:
+    """A Label Studio gold is read as training reads it (no longer as CoNLL: 'expected at least 2 columns ...
+    found 1: ['); its mistakes are named by task, and an unknown format is named with --from's choices."""
+    task = {
+        "id": 4,
+        "data": {"text": "Sony"},
+        "annotations": [
+            {
+                "result": [
+                    {"type": "labels", "value": {"start": 0, "end": 9, "text": "Sony", "labels": ["ORG"]}}
+                ]
+            }
+        ],
+    }
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([task]))
+    for command in ("evaluate", "find-threshold"):
+        assert main([command, "--model", str(trained / "export"), "--gold", str(gold)]) == 2
+        assert (
+            one_error_line(capsys) == f"error: {gold}:task 4: end offset 9 is beyond the text (4 characters)"
+        )
+    odd = tmp_path / "gold.xyz"
+    odd.write_text("just words\n")
+    assert (
+        main(["evaluate", "--model", str(trained / "export"), "--gold", str(odd), "--from", "doccano"]) == 2
+    )
+    one_error_line(capsys, f"{odd}:1: not valid JSON")

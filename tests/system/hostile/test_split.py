@@ -118,3 +118,33 @@ def test_a_bad_record_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["split", str(garbage), "--output", str(tmp_path / "out"), "--from", "labelstudio"]) == 2
     one_error_line(capsys, f"{garbage}")
     assert not (tmp_path / "out").exists()
+
+
+def test_labels_on_a_conll_input_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CoNLL is split as it is: a label map would be silently ignored, so it is refused."""
+    source = write_format("conll", corpus(12), tmp_path)
+    assert main(["split", str(source), "--output", str(tmp_path / "out"), "--types", "PER"]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {source}: a CoNLL input is split as it is, its tags unchanged, so --labels and --types do not "
+        "apply; rename or keep types with convert first (convert --labels ... --output all.conll)"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_data_folder_errors_point_to_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder holding only the export (or dev.json) names the accepted file names and split; check-data FILE
+    names --train."""
+    source = write_format("labelstudio", corpus(12), tmp_path)
+    assert main(["check-data", str(source)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {source}: not a folder; expected one holding train, valid and test files (one file per split: "
+        f"--train {source} --dev FILE --test FILE; one export: ner-app split {source} --output DIR)"
+    )
+    for name in ("train.json", "dev.json", "test.json"):
+        (tmp_path / name).write_text(source.read_text())
+    assert main(["check-data", str(tmp_path)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {tmp_path / 'valid.txt'}: not found (data.dir must hold a train, a valid and a test file; "
+        "valid's may be named valid.txt, valid.conll, valid.conllu, valid.jsonl, valid.json, valid/ (a brat "
+        "folder); ner-app split makes the three from one export)"
+    )
