@@ -80,6 +80,17 @@ def write_format(fmt: str, docs: list[Doc], folder: Path) -> Path:
             for i, (text, spans) in enumerate(docs)
         ]
         path.write_text(json.dumps(tasks), encoding="utf-8")
+    elif fmt == "conllu":
+        path = folder / "all.conllu"
+        lines = []
+        for i, (text, spans) in enumerate(docs):
+            lines.append(f"# newdoc id = d{i}")
+            rows = [line.split() for line in conll_lines([(text, spans)]).split("\n")[2:] if line]
+            for k, (token, tag) in enumerate(rows, start=1):
+                misc = "_" if tag == "O" else f"NE={tag}"
+                lines.append(f"{k}\t{token}\t{token.lower()}\tX\t_\t_\t0\tdep\t_\t{misc}")
+            lines.append("")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     elif fmt == "brat":
         path = folder / "brat"
         path.mkdir()
@@ -120,7 +131,7 @@ def documents(folder: Path) -> dict[str, list[tuple[tuple[str, str], ...]]]:
     return found
 
 
-@pytest.mark.parametrize("fmt", ["labelstudio", "doccano", "prodigy", "brat", "jsonl"])
+@pytest.mark.parametrize("fmt", ["labelstudio", "doccano", "prodigy", "brat", "jsonl", "conllu"])
 def test_every_format_splits_as_its_conll_does(tmp_path: Path, fmt: str) -> None:
     docs = corpus(rare={"PROD": (3, 11, 25)})
     assert split(write_format("conll", docs, tmp_path), tmp_path / "from_conll", "--seed", "5") == 0
