@@ -154,9 +154,20 @@ class OldSpelling(argparse.Action):
 
 
 def add_gold_argument(parser: argparse.ArgumentParser, command: str, old: str) -> None:
-    """``--gold FILE`` (required), the gold CoNLL file of every command that scores against gold tags, and its
-    former name ``old``; ``args.gold_option`` is the spelling used."""
+    """``--gold FILE`` (required), the gold file of every command that scores against gold tags, its former
+    name ``old`` (``args.gold_option`` is the spelling used), and ``--from FORMAT`` (``args.fmt``), its format as
+    ``convert`` and training read it (default: detected)."""
+    from ner_app.text.annotations.registry import format_names
+
     gold = parser.add_mutually_exclusive_group(required=True)
-    gold.add_argument("--gold", metavar="FILE", help="a CoNLL file with gold tags in the last column")
+    gold.add_argument(
+        "--gold",
+        metavar="FILE",
+        help="gold data in any format training reads: CoNLL (tags in the last column), a Label Studio, doccano, "
+        "Prodigy, CoNLL-U or JSONL export, or a brat folder",
+    )
     gold.add_argument(old, dest="gold", metavar="FILE", action=OldSpelling, new="--gold", command=command)
+    parser.add_argument(
+        "--from", dest="fmt", choices=format_names(), help="the gold file's format (default: detected)"
+    )
     parser.set_defaults(gold_option="--gold")

@@ -1,4 +1,4 @@
-"""``calibrate``: an export's score temperature fitted on a gold CoNLL file, written as a calibrated copy
+"""``calibrate``: an export's score temperature fitted on a gold file (any format convert reads), written as a calibrated copy
 (``decisions/calibrate.py``)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from ner_app.cli.arguments import Owned, add_gold_argument, positive_int
 def add_parser(commands: argparse._SubParsersAction) -> None:
     calibrate = commands.add_parser(
         "calibrate",
-        help="fit an export's score temperature on a gold CoNLL file and write a calibrated copy",
-        description="Tags every sentence of a gold CoNLL file (dev data, not test data) with the export, fits one "
+        help="fit an export's score temperature on a gold file (CoNLL or any format convert reads) and write a calibrated copy",
+        description="Tags every sentence of a gold file (dev data, not test data; CoNLL or any format convert reads, --from) with the export, fits one "
         "temperature so that entity scores match how often entities are right (log loss over the predicted "
         "entities), and writes a copy of the export holding it to --output. Predicted entities and F1 do not "
         "change; prints the expected calibration error and the log loss before and after (docs/calibration.md).",
@@ -40,7 +40,13 @@ def run(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     check_device(args.device)
     fit, data = calibrate_export(
-        args.model, args.gold, args.output, args.device, args.batch_size, option=args.gold_option
+        args.model,
+        args.gold,
+        args.output,
+        args.device,
+        args.batch_size,
+        option=args.gold_option,
+        fmt=args.fmt,
     )
     print(
         f"{args.gold}: {fit.entities:,} predicted entities in {data.sentences:,} sentences; temperature "

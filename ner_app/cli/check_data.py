@@ -78,7 +78,10 @@ def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Opt
     if args.folder:
         folder = Path(args.folder)
         if not folder.is_dir():
-            raise NerAppError(f"{folder}: not a folder; expected one holding train, valid and test files")
+            raise NerAppError(
+                f"{folder}: not a folder; expected one holding train, valid and test files (one file per split: "
+                f"--train {folder} --dev FILE --test FILE; one export: ner-app split {folder} --output DIR)"
+            )
         return split_paths(str(folder), args.fmt), args.fmt, options
     paths = {name: Path(p) for name, p in files.items() if p}
     for path in paths.values():

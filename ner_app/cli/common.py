@@ -41,12 +41,18 @@ def is_stdout(path: str) -> bool:
     return output_target(path)[0] == "stdout"
 
 
-def check_gold_file(path: str, option: str = "--gold") -> None:
+def check_gold_file(path: str, option: str = "--gold", fmt: str | None = None) -> None:
     """The gold file of the commands that score against gold tags (``option``, as typed): a regular file (a gold
-    file is read whole: a FIFO may never end, /dev/zero never does)."""
+    file is read whole: a FIFO may never end, /dev/zero never does), or a brat folder (``fmt`` brat or None)."""
+    from ner_app.text.annotations.splits import is_brat_folder
+
+    if is_brat_folder(Path(path), fmt):
+        return
     if Path(path).is_dir() or not Path(path).exists():
-        raise NerAppError(f"{option} {path}: not a file (expected a CoNLL file with gold tags)")
+        raise NerAppError(
+            f"{option} {path}: not a file (expected a gold file: CoNLL, an annotation export or a brat folder)"
+        )
     if not Path(path).is_file():
         raise NerAppError(
-            f"{option} {path}: not a regular file (a FIFO or a device); expected a CoNLL file with gold tags"
+            f"{option} {path}: not a regular file (a FIFO or a device); expected a gold file: CoNLL, an annotation export or a brat folder"
         )

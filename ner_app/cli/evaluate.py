@@ -1,4 +1,4 @@
-"""``evaluate``: an export scored on a gold CoNLL file (``predict/evaluate.py``), entity precision, recall and
+"""``evaluate``: an export scored on a gold file in any format (``predict/evaluate.py``), entity precision, recall and
 F1 per type."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from ner_app.errors import NerAppError
 def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate = commands.add_parser(
         "evaluate",
-        help="score an exported model on a gold CoNLL file: entity precision, recall and F1 per type",
-        description="Tags every sentence of a CoNLL file (token ... gold-tag lines, IOB1 or IOB2) and scores "
+        help="score an exported model on a gold file (CoNLL or any format convert reads): entity precision, recall and F1 per type",
+        description="Tags every sentence of a gold file (CoNLL token ... gold-tag lines, IOB1 or IOB2, or any format convert reads: --from) and scores "
         "the predicted entities against the gold ones as conlleval does (seqeval default mode, the scores of "
         "metrics.json); --predictions writes the token gold predicted lines conlleval reads.",
     )
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     set_threads(args.threads)
     check_device(args.device)
-    check_gold_file(args.gold, args.gold_option)
+    check_gold_file(args.gold, args.gold_option, args.fmt)
     if args.predictions is not None:
         out = Path(args.predictions)
         if out.is_dir():
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
-    result, items = evaluate_file(predictor, args.gold, CASE_VIEWS if args.case_views else CASE_VIEWS[:1])
+    views = CASE_VIEWS if args.case_views else CASE_VIEWS[:1]
+    result, items = evaluate_file(predictor, args.gold, views, args.fmt)
     result["model"] = str(model)
     if args.predictions is not None:
         write_output(args.predictions, FORMATS["conll"], items, Target())

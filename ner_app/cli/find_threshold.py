@@ -11,8 +11,8 @@ from ner_app.errors import NerAppError
 def add_parser(commands: argparse._SubParsersAction) -> None:
     find = commands.add_parser(
         "find-threshold",
-        help="sweep the minimum entity score on a gold CoNLL file: precision, recall and F1 per threshold",
-        description="Tags a gold CoNLL file once, then drops the entities scoring below each threshold and "
+        help="sweep the minimum entity score on a gold file (CoNLL or any format convert reads): precision, recall and F1 per threshold",
+        description="Tags a gold file (CoNLL or any format convert reads) once, then drops the entities scoring below each threshold and "
         "scores the rest as evaluate does (seqeval default mode). Prints a table over a grid of thresholds and "
         "suggests one: the best F1, or with --precision the lowest threshold whose precision reaches it "
         "(docs/active_learning.md).",
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     precision = None if args.precision is None else _fraction(args.precision)
     set_threads(args.threads)
     check_device(args.device)
-    check_gold_file(args.gold, args.gold_option)
+    check_gold_file(args.gold, args.gold_option, args.fmt)
     from ner_app.decisions.threshold import find_threshold as sweep
     from ner_app.decisions.threshold import suggestion_line, threshold_table
     from ner_app.predict.predictor import Predictor
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     predictor = Predictor.from_export(
         model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
     )
-    result = {"model": str(model), **sweep(predictor, args.gold, precision)}
+    result = {"model": str(model), **sweep(predictor, args.gold, precision, args.fmt)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

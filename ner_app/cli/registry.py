@@ -23,6 +23,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("label-studio", "label_studio"),
     ("convert", "convert"),
     ("check-data", "check_data"),
+    ("split", "split"),
     ("find-threshold", "find_threshold"),
     ("select", "select"),
     ("benchmark", "benchmark"),

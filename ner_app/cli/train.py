@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     if seeds is None and args.parallel is not None:
         raise SeedsError("--parallel N goes with --seeds (it trains N seeds at a time)")
-    if args.init_from is not None:  # a path typed in a shell: relative to the working directory
-        args.overrides = [*args.overrides, f"model.init_from={json.dumps(os.path.abspath(args.init_from))}"]
+    if args.init_from is not None:  # an override like any other: typed, so relative to the working directory
+        args.overrides = [*args.overrides, f"model.init_from={json.dumps(args.init_from)}"]
     cfg = load_config(args.config, args.overrides)
     check_before_training(
         cfg

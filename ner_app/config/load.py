@@ -139,9 +139,11 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: type[_T]) -> _T: ...
 def load_config(path: str | Path, overrides: Sequence[str] = (), *, schema: Any = TrainConfig) -> Any:
     """Read YAML at ``path``, apply ``key.sub=value`` overrides, validate into ``schema``; relative paths are
-    resolved against the config's project root (``resolve_paths``)."""
+    resolved (``resolve_paths``): those written in a file against the config's project root, those typed in an
+    override against the working directory."""
     data = read_config_file(Path(path))
-    return resolve_paths(config_from_dict(data, overrides, schema=schema, source=str(path)), path)
+    cfg = config_from_dict(data, overrides, schema=schema, source=str(path))
+    return resolve_paths(cfg, path, overrides)
 
 
 # Keys that name files or folders, in both trees (their fields' PATH metadata; absent ones are skipped: each
@@ -159,14 +161,22 @@ def project_root(config_path: str | Path) -> Path:
     return next((p for p in (folder, *folder.parents) if (p / "pyproject.toml").is_file()), folder)
 
 
-def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
-    """Make every relative path of ``cfg`` (from the file or an override) absolute against
-    ``project_root(config_path)``, so that a config means the same files from any working directory
-    (docs/configuration.md). A relative path of a ``SHIPPED`` key (``elmo.options``, ``elmo.weights``,
+def typed_keys(overrides: Sequence[str]) -> tuple[str, ...]:
+    """The keys the overrides set (``data.dir=x`` -> ``data.dir``; ``data={dir: x}`` -> ``data``)."""
+    return tuple(raw.partition("=")[0].strip() for raw in overrides)
+
+
+def resolve_paths(cfg: _T, config_path: str | Path, overrides: Sequence[str] = ()) -> _T:
+    """Make every relative path of ``cfg`` absolute, the one rule for every path key (docs/configuration.md):
+    a value typed on the command line (an override of the key or of a section above it, ``overrides``) is
+    relative to the working directory, as a shell means it; a value written in the config file (or a default
+    of the schema) is relative to ``project_root(config_path)``, so that a config means the same files from
+    any working directory. A relative path of a ``SHIPPED`` key (``elmo.options``, ``elmo.weights``,
     ``model.init_weights``, ``model.init_from``) that names nothing there but a file or folder of the ner_app
-    repository (``data/bilm``, ``data/models``) is that one: a config outside the repository still finds the
-    shipped biLM and the shipped tagger."""
+    repository (``data/bilm``, ``data/models``) is that one: a config or a command outside the repository
+    still finds the shipped biLM and the shipped tagger."""
     root = project_root(config_path)
+    typed = typed_keys(overrides)
 
     def resolve(value: str, key: str) -> str:
         if value == "package":
@@ -174,7 +184,8 @@ def resolve_paths(cfg: _T, config_path: str | Path) -> _T:
         path = Path(value).expanduser()
         if path.is_absolute():
             return str(path)
-        found = (root / path).resolve()
+        from_shell = any(key == k or key.startswith(f"{k}.") for k in typed)
+        found = ((Path.cwd() if from_shell else root) / path).resolve()
         if key in SHIPPED_KEYS and not found.exists() and (REPOSITORY / path).exists():
             return str((REPOSITORY / path).resolve())
         return str(found)

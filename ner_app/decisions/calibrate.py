@@ -1,4 +1,4 @@
-"""``ner-app calibrate``: an export's entity scores calibrated on a gold CoNLL file (docs/calibration.md).
+"""``ner-app calibrate``: an export's entity scores calibrated on a gold file, in any format convert reads (docs/calibration.md).
 
 The tagger's emissions on the file are computed once (``Predictor.emission_batches``, batched as predict
 batches), the temperature is fitted by ``tagger/crf/calibration.py``, and a copy of the export with the calibration
@@ -23,20 +23,27 @@ from ner_app.tagger.crf.calibration import (
     fit_temperature,
 )
 from ner_app.tagger.export import export_model, is_export
-from ner_app.text.conll import read_conll, require_annotated
+from ner_app.text.annotations.splits import is_brat_folder, read_split
+from ner_app.text.conll import require_annotated
 from ner_app.text.pieces import split_pieces
 from ner_app.text.tags import convert, detect_scheme
 
 
-def _check_paths(model: Path, dev: Path, output: Path, option: str = "--gold") -> None:
+def _check_paths(
+    model: Path, dev: Path, output: Path, option: str = "--gold", fmt: str | None = None
+) -> None:
     """One line for each mistake, before anything is loaded or written (``option``: the gold file's option,
-    as typed)."""
+    as typed; ``fmt``: its format, a brat gold being a folder)."""
     if not model.is_dir():
         raise MissingFileError(f"--model {model}: not a folder (expected an export directory)")
     if not dev.exists():
-        raise MissingFileError(f"{option} {dev}: not found (expected a CoNLL file with gold tags)")
-    if not dev.is_file():
-        raise NerAppError(f"{option} {dev}: not a regular file (expected a CoNLL file with gold tags)")
+        raise MissingFileError(
+            f"{option} {dev}: not found (expected a gold file: CoNLL, an annotation export or a brat folder)"
+        )
+    if not dev.is_file() and not is_brat_folder(dev, fmt):
+        raise NerAppError(
+            f"{option} {dev}: not a regular file (expected a gold file: CoNLL, an annotation export or a brat folder)"
+        )
     out, source = output.resolve(), model.resolve()
     if out == source or out.is_relative_to(source):
         raise NerAppError(
@@ -54,10 +61,13 @@ def _check_paths(model: Path, dev: Path, output: Path, option: str = "--gold") -
         )
 
 
-def gold_set(predictor: Predictor, dev: Path, option: str = "--gold") -> CalibrationSet:
-    """The emissions, Viterbi paths and labelled entities of every sentence of the gold file ``dev``
-    (sentences longer than ``MAX_TOKENS`` in pieces, as predict tags them)."""
-    sentences = read_conll(dev)
+def gold_set(
+    predictor: Predictor, dev: Path, option: str = "--gold", fmt: str | None = None
+) -> CalibrationSet:
+    """The emissions, Viterbi paths and labelled entities of every sentence of the gold file ``dev``, read as
+    training reads a split file (any format: ``fmt``, or detected), sentences longer than ``MAX_TOKENS`` in
+    pieces, as predict tags them."""
+    sentences = read_split(dev, fmt)
     if not sentences:
         raise NerAppError(f"{option} {dev}: no sentences (expected 'token ... tag' lines)")
     require_annotated(sentences, dev)
@@ -83,14 +93,15 @@ def calibrate_export(
     batch_size: int = 64,
     max_tokens: int | None = None,
     option: str = "--gold",
+    fmt: str | None = None,
 ) -> tuple[Fit, CalibrationSet]:
     """Fit the temperature of export ``model`` on gold file ``dev`` and write the calibrated copy to
     ``output``. Returns the fit (its ECE and log loss before and after) and the data it was fitted on."""
     model, dev, output = Path(model), Path(dev), Path(output)
-    _check_paths(model, dev, output, option)
+    _check_paths(model, dev, output, option, fmt)
     kwargs = {} if max_tokens is None else {"max_tokens": max_tokens}
     predictor = Predictor.from_export(model, device=device, batch_size=batch_size, **kwargs)
-    data = gold_set(predictor, dev, option)
+    data = gold_set(predictor, dev, option, fmt)
     if data.entities == 0:
         raise NerAppError(
             f"{option} {dev}: the tagger finds no entity in it, so there is nothing to calibrate on"

@@ -1,4 +1,4 @@
-"""``ner-app find-threshold``: the minimum entity score to keep, chosen on a gold CoNLL file.
+"""``ner-app find-threshold``: the minimum entity score to keep, chosen on a gold file (CoNLL or any format convert reads).
 
 The file is tagged once. Each predicted entity gets the score ``predict`` gives it (rounded as ``predict``
 prints it, so that a suggested threshold acts on the numbers a user sees) and is correct when its type and span
@@ -37,11 +37,13 @@ class ScoredEntity:
     correct: bool
 
 
-def scored_entities(predictor: Predictor, gold_path: str | Path) -> tuple[dict[str, Any], list[ScoredEntity]]:
+def scored_entities(
+    predictor: Predictor, gold_path: str | Path, fmt: str | None = None
+) -> tuple[dict[str, Any], list[ScoredEntity]]:
     """Tag the gold file once: its counts (``file``, ``sentences``, ``tokens``, ``scheme``, ``gold_entities``)
     and every predicted entity, scored as ``predict`` scores it (the probability of its reading, rounded) and
     judged against the gold ones."""
-    sentences, scheme = read_gold(gold_path)
+    sentences, scheme = read_gold(gold_path, fmt)
     readings = predictor.read([s.tokens for s in sentences], [s.doc for s in sentences])
     found: list[ScoredEntity] = []
     gold_count = 0
@@ -116,11 +118,11 @@ def suggest(rows: Sequence[dict[str, float]], precision: float | None) -> dict[s
 
 
 def find_threshold(
-    predictor: Predictor, gold_path: str | Path, precision: float | None = None
+    predictor: Predictor, gold_path: str | Path, precision: float | None = None, fmt: str | None = None
 ) -> dict[str, Any]:
     """The whole result of ``find-threshold``: the file's counts, the ``GRID`` rows, every distinct score's
-    row and the suggestion."""
-    counts, found = scored_entities(predictor, gold_path)
+    row and the suggestion (``fmt``: the gold file's format, None: detected)."""
+    counts, found = scored_entities(predictor, gold_path, fmt)
     rows = sweep(found, counts["gold_entities"])
     grid = [scores_at(found, counts["gold_entities"], t) for t in GRID]
     return {**counts, "grid": grid, "every_score": rows, "suggested": suggest(rows, precision)}

@@ -1,4 +1,4 @@
-"""``ner-app evaluate``: an exported tagger scored on a gold CoNLL file, as training scores dev and test.
+"""``ner-app evaluate``: an exported tagger scored on a gold file (CoNLL or any format convert reads), as training scores dev and test.
 
 The scores are the ones ``metrics.json`` holds (``text/scores.entity_scores``: seqeval's default mode on the
 file's own tags, which counts entities exactly as conlleval does), so evaluating a run's export on its dev or
@@ -13,8 +13,9 @@ from typing import Any
 
 from ner_app.errors import NerAppError
 from ner_app.predict.predictor import Predictor
+from ner_app.text.annotations.splits import read_split
 from ner_app.text.case import CaseView, case_view
-from ner_app.text.conll import Sentence, read_conll, require_annotated
+from ner_app.text.conll import Sentence, require_annotated
 from ner_app.text.predictions import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
@@ -22,10 +23,11 @@ from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
 CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
 
 
-def read_gold(gold_path: str | Path) -> tuple[list[Sentence], str]:
-    """The sentences of a gold CoNLL file and its tag scheme, every tag known and in a scheme conlleval's
-    chunking reads (B, I and O); one ``NerAppError`` naming the file otherwise."""
-    sentences = read_conll(gold_path)
+def read_gold(gold_path: str | Path, fmt: str | None = None) -> tuple[list[Sentence], str]:
+    """The sentences of a gold file and its tag scheme, every tag known and in a scheme conlleval's chunking
+    reads (B, I and O); one ``NerAppError`` naming the file otherwise. The file is read as training reads a
+    split file (``read_split``): CoNLL as it is, any other format (``fmt``, or detected) converted to IOB2."""
+    sentences = read_split(Path(gold_path), fmt)
     if not sentences:
         raise NerAppError(f"{gold_path}: no sentences (expected 'token ... tag' lines)")
     require_annotated(sentences, gold_path)
@@ -41,7 +43,10 @@ def read_gold(gold_path: str | Path) -> tuple[list[Sentence], str]:
 
 
 def evaluate_file(
-    predictor: Predictor, gold_path: str | Path, views: Sequence[CaseView] = ("cased",)
+    predictor: Predictor,
+    gold_path: str | Path,
+    views: Sequence[CaseView] = ("cased",),
+    fmt: str | None = None,
 ) -> tuple[dict[str, Any], list[ConllItem]]:
     """Tag every sentence of ``gold_path`` (documents kept for document context) and score the tags against
     the file's: entity precision, recall and F1 in percent, overall and per type, and the counts. Also the
@@ -53,7 +58,7 @@ def evaluate_file(
     with more than one, ``result["case_views"]`` holds every view's scores by name."""
     if not views:
         raise ValueError("evaluate_file needs at least one case view")
-    sentences, scheme = read_gold(gold_path)
+    sentences, scheme = read_gold(gold_path, fmt)
     gold = [s.tags for s in sentences]
     head = {
         "file": str(gold_path),

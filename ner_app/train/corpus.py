@@ -16,7 +16,13 @@ from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
 from ner_app.text.annotations.convert import Options, label_map, type_list
 from ner_app.text.annotations.model import Audit
 from ner_app.text.annotations.resolve import Policy
-from ner_app.text.annotations.splits import read_split, split_file, split_files, split_suffix
+from ner_app.text.annotations.splits import (
+    accepted_names,
+    read_split,
+    split_file,
+    split_files,
+    split_suffix,
+)
 from ner_app.text.conll import Sentence, require_annotated
 from ner_app.text.tags import convert, detect_scheme, entity_types, normalize_scheme, scheme_tags, split_tag
 from ner_app.train.hub import (
@@ -170,7 +176,10 @@ def _split_path(data_dir: str, name: str, fmt: str | None, how_to_get: str | Non
         )
     else:
         path = os.path.join(data_dir, f"{name}.txt")
-        missing = f"{path}: not found (data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+        missing = (
+            f"{path}: not found (data.dir must hold a train, a valid and a test file; {name}'s may be named "
+            f"{accepted_names(name)}; ner-app split makes the three from one export)"
+        )
     raise MissingFileError(f"{missing}; {how_to_get}" if how_to_get else missing)
 
 

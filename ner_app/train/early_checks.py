@@ -35,7 +35,7 @@ def check_elmo_files(elmo: ElmoConfig) -> None:
             )
             raise MissingFileError(
                 f"{key}: {path} does not exist (a relative path is looked for under the config's project root, "
-                f"then in the ner_app repository); {where}. Set elmo.options and elmo.weights to a biLM's files "
+                f"or the working directory when typed in an override, then in the ner_app repository); {where}. Set elmo.options and elmo.weights to a biLM's files "
                 "(ner-app download-elmo fetches a public ELMo), train without ELMo (elmo.enabled=false), or "
                 "pretrain your own (ner-app pretrain-bilm: hours, docs/pretraining.md)."
             )

@@ -55,7 +55,10 @@ def test_errors_name_the_spelling_used(
     for option in ("--gold", old):
         code, _, err = _run(capsys, command, "--model", str(export), option, str(tmp_path))
         assert code == 2
-        assert f"error: {option} {tmp_path}: not a file (expected a CoNLL file with gold tags)" in err
+        assert (
+            f"error: {option} {tmp_path}: not a file (expected a gold file: CoNLL, an annotation export or a brat folder)"
+            in err
+        )
 
 
 def test_calibrate_gold_and_dev(export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

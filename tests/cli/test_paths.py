@@ -1,5 +1,6 @@
-"""A config's relative paths resolve against its project root (the nearest folder above the config file with a
-pyproject.toml, else the config file's folder), from any working directory (docs/configuration.md)."""
+"""One rule for relative paths (docs/configuration.md): written in a config file, against its project root (the
+nearest folder above the config file with a pyproject.toml, else the config file's folder), from any working
+directory; typed on the command line (an override, --init-from), against the working directory."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from ner_app.config.load import BilmPretrainConfig, load_config, project_root
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
+def test_project_root_is_the_nearest_pyproject_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert project_root(ROOT / "configs" / "tiny.yaml") == ROOT
     (tmp_path / "proj" / "configs" / "deep").mkdir(parents=True)
     (tmp_path / "proj" / "pyproject.toml").write_text("")
@@ -32,6 +35,7 @@ def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
     lone = tmp_path / "lone" / "y.yaml"
     lone.parent.mkdir()
     lone.write_text("data:\n  dir: conll\nmodel:\n  glove: package\nelmo:\n  cache_dir: null\n")
+    monkeypatch.chdir(lone.parent)  # the override ../o.json is typed: from the working directory
     cfg = load_config(lone, ["elmo.options=../o.json"])
     assert cfg.data.dir == str(tmp_path / "lone" / "conll") and cfg.elmo.options == str(tmp_path / "o.json")
     assert cfg.model.glove == "package" and cfg.elmo.cache_dir is None  # a name and a null are not paths
@@ -39,14 +43,15 @@ def test_project_root_is_the_nearest_pyproject_folder(tmp_path: Path) -> None:
 
 @pytest.mark.system
 def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
-    """A copy of the project's files, trained from an unrelated cwd with relative paths in the file and in an
-    override (output_dir): everything lands in the project, and the layer cache in the user's cache folder
-    ($XDG_CACHE_HOME/ner_app/elmo), never beside the data."""
+    """A copy of the project's files, trained from an unrelated cwd with relative paths in the file (read from
+    the project) and in an override (output_dir: the run lands in the working directory), the layer cache in the
+    user's cache folder ($XDG_CACHE_HOME/ner_app/elmo), never beside the data."""
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "configs").mkdir(parents=True)
     elsewhere.mkdir()
     (project / "pyproject.toml").write_text("")
     shutil.copy(ROOT / "configs" / "tiny.yaml", project / "configs" / "tiny.yaml")
+    # the file's paths are the project's; output_dir=runs/moved, typed, is the working directory's
     for name in ("tiny_conll", "tiny_bilm"):
         shutil.copytree(ROOT / "tests" / "data" / name, project / "tests" / "data" / name)
     command = [
@@ -63,14 +68,15 @@ def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    run = project / "runs" / "moved"
+    run = elsewhere / "runs" / "moved"
     assert (run / "metrics.json").is_file() and str(run / "metrics.json") in result.stdout
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["data"]["dir"] == str(project / "tests" / "data" / "tiny_conll")
     assert saved["elmo"]["weights"] == str(project / "tests" / "data" / "tiny_bilm" / "weights.hdf5")
     assert saved["elmo"]["cache_dir"] == str(tmp_path / "xdg" / "ner_app" / "elmo")
     assert (tmp_path / "xdg" / "ner_app" / "elmo").is_dir() and not (project / "cache").exists()
-    assert list(elsewhere.iterdir()) == []  # nothing was written relative to the working directory
+    assert [p.name for p in elsewhere.iterdir()] == ["runs"]  # the run, and nothing else
+    assert not (project / "runs").exists()
 
 
 def test_a_missing_file_is_named_by_its_resolved_path(
@@ -88,10 +94,15 @@ def test_a_missing_file_is_named_by_its_resolved_path(
     )
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0].startswith(f"error: elmo.options: {ROOT / 'no' / 'such' / 'options.json'} does not exist (")
+    # typed: from the working directory
+    assert err[0].startswith(
+        f"error: elmo.options: {tmp_path / 'no' / 'such' / 'options.json'} does not exist ("
+    )
 
 
-def test_a_config_outside_the_repository_finds_the_shipped_bilm(tmp_path: Path) -> None:
+def test_a_config_outside_the_repository_finds_the_shipped_bilm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Relative elmo.options/weights: under the config's project root first, then the ner_app repository's
     shipped data/bilm; a file beside the config wins, and a path found nowhere stays under the config's root."""
     from ner_app.config.load import REPOSITORY
@@ -113,7 +124,9 @@ def test_a_config_outside_the_repository_finds_the_shipped_bilm(tmp_path: Path) 
     (own / "options.json").write_text("{}")
     assert load_config(lone).elmo.options == str(own / "options.json")
     assert load_config(lone).elmo.weights == str(ROOT / "data" / "bilm" / "weights.hdf5")
-    # a name found nowhere is not guessed: it stays under the config's root, and the error shows the way out
+    # a name found nowhere is not guessed: it stays where it was looked for (typed: the working directory), and
+    # the error shows the way out
+    monkeypatch.chdir(lone.parent)
     cfg = load_config(lone, ["elmo.weights=data/bilm/weigths.hdf5"])
     assert cfg.elmo.weights == str(own / "weigths.hdf5")
     with pytest.raises(Exception, match="the shipped biLM is .*data/bilm") as caught:
@@ -148,3 +161,44 @@ def test_the_own_data_template_copied_beside_ones_data_trains_with_the_shipped_b
     assert saved["elmo"]["cache_dir"] == str(tmp_path / "xdg" / "ner_app" / "elmo")
     assert (tmp_path / "xdg" / "ner_app" / "elmo").is_dir()
     assert sorted(p.name for p in mine.iterdir()) == ["config.yaml", "mine", "runs"]
+
+
+def test_typed_paths_are_the_working_directorys_and_written_ones_the_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run from one's own folder with the repository's config: a section override (data={dir: mine}),
+    output_dir=runs/x and elmo.cache_dir=c are under the working directory, --init-from data/models/conll2003 (not there) is the shipped
+    tagger, and the config file's own paths stay the repository's."""
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)
+    typed = [
+        "data={dir: mine}",
+        "output_dir=runs/x",
+        "model.init_from=data/models/conll2003",
+        "elmo.cache_dir=c",
+    ]
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", typed)
+    assert (cfg.data.dir, cfg.output_dir, cfg.elmo.cache_dir) == (
+        str(user / "mine"),
+        str(user / "runs" / "x"),
+        str(user / "c"),
+    )
+    assert cfg.model.init_from == str(ROOT / "data" / "models" / "conll2003")  # the shipped one
+    assert cfg.elmo.options == str(
+        ROOT / "tests" / "data" / "tiny_bilm" / "options.json"
+    )  # written: the project's
+    # a folder of one's own by the shipped tagger's name comes first
+    (user / "data" / "models" / "conll2003").mkdir(parents=True)
+    own = load_config(
+        ROOT / "configs" / "tiny.yaml", ["model.init_from=data/models/conll2003"]
+    ).model.init_from
+    assert own == str(user / "data" / "models" / "conll2003")
+    # the command line: train's --init-from and data.dir=... name the working directory's folders
+    shutil.copytree(ROOT / "tests" / "data" / "tiny_conll", user / "mine")
+    code = main(
+        ["train", "--config", str(ROOT / "configs" / "tiny.yaml"), "data.dir=mine", "--init-from", "nope"]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: model.init_from: {user / 'nope'}"), err

@@ -109,8 +109,9 @@ def test_glove_none_means_no_glove_and_is_no_path(tmp_path: Path, spelling: str)
     """YAML reads `none` as a string; it means null (no GloVe), not a file named none beside the config."""
     assert load_config(write(tmp_path, f"model:\n  glove: {spelling}\n")).model.glove is None
     assert load_config(write(tmp_path, ""), [f"model.glove={spelling}"]).model.glove is None
+    # an override is typed: relative to the working directory
     assert load_config(write(tmp_path, ""), ["model.glove=vectors.txt"]).model.glove == str(
-        tmp_path / "vectors.txt"
+        Path.cwd() / "vectors.txt"
     )
 
 
@@ -219,7 +220,10 @@ def test_env_expansion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, "output_dir: runs/${RUN_TAG}/${NER_UNSET_VAR:-x}\n")
     cfg = load_config(path, ["elmo.options=${RUN_TAG}.json"])
     assert cfg.data.dir == "/mnt/shared/data/conll2003"  # default config value, env set
-    assert cfg.output_dir == str(tmp_path / "runs/exp1/x") and cfg.elmo.options == str(tmp_path / "exp1.json")
+    # the file's path from the config's folder; the typed one from the working directory
+    assert cfg.output_dir == str(tmp_path / "runs/exp1/x") and cfg.elmo.options == str(
+        Path.cwd() / "exp1.json"
+    )
     monkeypatch.setenv("NER_SHARED", "")  # empty counts as unset for ${VAR:-default}, as in the shell
     assert load_config(path).data.dir == str(tmp_path.parent / "shared/data/conll2003")
     with pytest.raises(
@@ -237,7 +241,7 @@ def test_save_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         "trainer.limit_train_batches=0.25",
     ]
     cfg = load_config(write(tmp_path, ""), tricky)
-    assert cfg.output_dir == str(tmp_path / "1e5") and cfg.data.hub_name == "null"
+    assert cfg.output_dir == str(Path.cwd() / "1e5") and cfg.data.hub_name == "null"
     out = tmp_path / "run" / "config.yaml"
     save_config(cfg, out)
     assert "${" not in out.read_text() and "/s/data/conll2003" in out.read_text()

@@ -102,6 +102,10 @@ TINY_PRETRAIN = [
 
 # documented command (whitespace normalised) -> the test that runs it at tiny scale
 TESTED: dict[str, str] = {
+    "python -m ner_app split export.json --output mine": "tests/text/test_split.py::test_documented_commands",
+    "python -m ner_app split export.json --output mine --dev 0.15 --test 0.15 --seed 2": (
+        "tests/text/test_split.py::test_documented_commands"
+    ),
     "python -m ner_app check-data mine/": "tests/train/test_own_data.py::test_documented_commands",
     "python -m ner_app check-data --config configs/own_data.yaml": (
         "tests/train/test_own_data.py::test_documented_commands"

@@ -135,6 +135,7 @@ def test_load_local_splits_names_the_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as err:
         load_local_splits(str(tmp_path))
     assert str(err.value) == (
-        f"{tmp_path / 'valid.txt'}: not found "
-        "(data.dir must hold train.txt, valid.txt and test.txt in CoNLL format)"
+        f"{tmp_path / 'valid.txt'}: not found (data.dir must hold a train, a valid and a test file; valid's may "
+        "be named valid.txt, valid.conll, valid.conllu, valid.jsonl, valid.json, valid/ (a brat folder); "
+        "ner-app split makes the three from one export)"
     )

@@ -7,5 +7,7 @@ detection and the suffixes of split files are derived from it. Each reader yield
 character spans, or tokens with token spans. ``align`` maps character spans onto the tokenizer's tokens,
 ``resolve`` applies the label map, the type whitelist and the overlap policy and splits documents into
 sentences, and every span it moves, cuts or drops is written to an
-:class:`~ner_app.text.annotations.model.Audit` line naming ``FILE:LINE``.
+:class:`~ner_app.text.annotations.model.Audit` line naming ``FILE:LINE``. ``splits`` reads the train, valid
+and test files of a data folder (and a gold file) through that path; ``divide`` makes the three from one
+export (``ner-app split``).
 """

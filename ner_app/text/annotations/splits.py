@@ -33,6 +33,17 @@ def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
     return None
 
 
+def is_brat_folder(path: Path, fmt: str | None) -> bool:
+    """Whether ``path`` is a folder of brat files read as such (``fmt`` brat, or None: detected)."""
+    return fmt in (None, "brat") and path.is_dir() and any(path.rglob("*.ann"))
+
+
+def accepted_names(name: str, fmt: str | None = None) -> str:
+    """The names the file of split ``name`` may have in format ``fmt`` (None: any), in lookup order, for
+    messages: ``train.txt, train.conll, ..., train/ (a brat folder)``."""
+    return ", ".join(f"{name}{s}" if s else f"{name}/ (a brat folder)" for s in split_suffixes(fmt))
+
+
 def split_suffix(fmt: str) -> str:
     """How the split files of ``fmt`` end (a brat split is a folder: ``/``)."""
     return split_suffixes(fmt)[0] or "/"

@@ -21,7 +21,7 @@ def calibrate(model: Path, dev: Path, output: Path) -> int:
 @pytest.mark.parametrize(
     ("write", "message"),
     [
-        (None, "not found (expected a CoNLL file with gold tags)"),
+        (None, "not found (expected a gold file: CoNLL, an annotation export or a brat folder)"),
         (b"", "no sentences"),
         (b"Alice\nflew\n\nBob\n", "expected at least 2 columns (token ... tag), found 1"),
         (b"Alice B-PER\nflew -\n", "expected an annotated tag, found '-'"),

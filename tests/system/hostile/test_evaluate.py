@@ -57,7 +57,10 @@ def test_predictions_into_a_folder_is_one_line(trained: Path, tmp_path: Path, ca
 
 def test_input_folder_and_model_file_are_one_line(trained: Path, tmp_path: Path, capsys) -> None:
     assert main(["evaluate", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, f"--input {tmp_path}: not a file (expected a CoNLL file with gold tags)")
+    one_error_line(
+        capsys,
+        f"--input {tmp_path}: not a file (expected a gold file: CoNLL, an annotation export or a brat folder)",
+    )
     assert main(["evaluate", "--model", str(TINY / "valid.txt"), "--input", str(TINY / "valid.txt")]) == 2
     one_error_line(capsys, "not a folder (expected an export directory)")
 
@@ -155,7 +158,7 @@ def test_a_gold_file_that_is_a_fifo_or_a_device_is_one_line(
     for gold in (fifo, zero):
         assert main(["evaluate", "--model", str(trained / "export"), "--input", str(gold)]) == 2
         one_error_line(
-            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a CoNLL file"
+            capsys, f"--input {gold}: not a regular file (a FIFO or a device); expected a gold file"
         )
 
 
@@ -213,3 +216,32 @@ def test_case_views_with_bad_input_are_one_line_and_write_nothing(
     assert main([*args, "--json"]) == 0
     views = json.loads(capsys.readouterr().out)["case_views"]
     assert list(views) == ["cased", "lower", "upper"]
+
+
+def test_a_bad_gold_export_is_named_by_its_task(trained: Path, tmp_path: Path, capsys) -> None:
+    """A Label Studio gold is read as training reads it (no longer as CoNLL: 'expected at least 2 columns ...
+    found 1: ['); its mistakes are named by task, and an unknown format is named with --from's choices."""
+    task = {
+        "id": 4,
+        "data": {"text": "Sony"},
+        "annotations": [
+            {
+                "result": [
+                    {"type": "labels", "value": {"start": 0, "end": 9, "text": "Sony", "labels": ["ORG"]}}
+                ]
+            }
+        ],
+    }
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([task]))
+    for command in ("evaluate", "find-threshold"):
+        assert main([command, "--model", str(trained / "export"), "--gold", str(gold)]) == 2
+        assert (
+            one_error_line(capsys) == f"error: {gold}:task 4: end offset 9 is beyond the text (4 characters)"
+        )
+    odd = tmp_path / "gold.xyz"
+    odd.write_text("just words\n")
+    assert (
+        main(["evaluate", "--model", str(trained / "export"), "--gold", str(odd), "--from", "doccano"]) == 2
+    )
+    one_error_line(capsys, f"{odd}:1: not valid JSON")

@@ -141,7 +141,10 @@ def test_bad_precision_is_one_line(trained, capsys, value, message) -> None:
 def test_find_threshold_bad_gold_files_are_one_line(trained, tmp_path, capsys) -> None:
     base = ["find-threshold", "--model", str(trained / "export")]
     assert main([*base, "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, f"--input {tmp_path}: not a file (expected a CoNLL file with gold tags)")
+    one_error_line(
+        capsys,
+        f"--input {tmp_path}: not a file (expected a gold file: CoNLL, an annotation export or a brat folder)",
+    )
     (tmp_path / "raw.txt").write_text("Alice flew to Paris .\n", encoding="utf-8")
     assert main([*base, "--input", str(tmp_path / "raw.txt")]) == 2
     one_error_line(capsys, "raw.txt:1")
