@@ -127,3 +127,18 @@ def test_annotation_conf_of_other_types_keeps_none_of_them(tmp_path):
     found, audit = spans_read(ann)
     assert found == []
     assert audit.counts["brat text-bound annotations skipped (type not in annotation.conf [entities])"] == 5
+
+
+def test_predict_brat_of_crlf_lines_counts_as_brat_does(tmp_path):
+    """Lines of a CRLF input end in \\r: the folder's .txt is the text as brat reads it and every offset
+    points there, so brat (and convert --from brat) shows each entity where it was found."""
+    from ner_app.report.formats import FORMATS, Target, write_output
+    from ner_app.text.predictions import Entity, TaggedLine
+
+    records = []
+    for line in LINES:  # each line as predict reads a CRLF file: split on \n, its \r kept
+        found = [Entity(line.index(f), line.index(f) + len(f), k, f, 0.9) for f, k in FOUND if f in line]
+        records.append(TaggedLine(line + "\r", tuple(found)))
+    folder = write_output(tmp_path / "brat", FORMATS["brat"], records, Target(("LOC", "ORG", "PER")))
+    assert (folder / "doc000001.txt").read_bytes() == ("\n".join(LINES) + "\n").encode()
+    assert spans_read(folder)[0] == FOUND

@@ -18,6 +18,7 @@ the types. A document is a block of consecutive non-empty input lines (a blank l
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -164,16 +165,23 @@ def _document(ann: Path, text: str, audit: Audit, entities: frozenset[str] | Non
 def write_brat_files(records: Iterable[TaggedLine], target: Target) -> Iterator[tuple[str, str]]:
     """``docNNNNNN.txt`` and ``.ann`` per document (a block of non-empty lines, joined by ``\\n``), then
     ``annotation.conf``. A ``#`` note line after each entity holds its score, and its other readings when
-    asked for (brat shows a note with its annotation; readers skip it)."""
+    asked for (brat shows a note with its annotation; readers skip it). The ``.txt`` is the text as brat reads
+    it (universal newlines: input lines that ended in ``\\r\\n`` end in ``\\n``), the offsets counted in it."""
     for n, doc in enumerate(documents(records), start=1):
+        written = doc.text + "\n"
+        text = NEWLINES.sub("\n", written)
+        pairs = [m.start() for m in re.finditer("\r\n", written)]  # each one character fewer after it
         ann: list[str] = []
         for k, e in enumerate(doc.entities, start=1):
+            start, end = (at - bisect.bisect_left(pairs, at) for at in (e.start, e.end))
             note = f"score {e.score}" + (
                 f"; other readings: {e.alternatives_text()}" if e.alternatives else ""
             )
-            ann.append(f"T{k}\t{e.type} {e.start} {e.end}\t{e.text}")
+            # the text field is one line of the .ann: a line break inside the entity is a space there
+            surface = text[start:end].replace("\n", " ")
+            ann.append(f"T{k}\t{e.type} {start} {end}\t{surface}")
             ann.append(f"#{k}\tAnnotatorNotes T{k}\t{note}")
-        yield f"doc{n:06d}.txt", doc.text + "\n"
+        yield f"doc{n:06d}.txt", text
         yield f"doc{n:06d}.ann", "".join(f"{line}\n" for line in ann)
     types = "\n".join(target.entity_types)
     yield "annotation.conf", f"[entities]\n{types}\n\n[relations]\n\n[events]\n\n[attributes]\n"
