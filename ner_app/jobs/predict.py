@@ -36,7 +36,14 @@ def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
 def run_predict(args: PredictJob) -> int:
     """Tag ``args.input`` with the export and write ``args.format`` to standard output, or to ``args.output``
     at once (in ``args.workers`` processes when more than 1)."""
-    from ner_app.report.formats import Target, output_format, write_output
+    from ner_app.report.formats import (
+        ALTERNATIVES,
+        FLAGGED,
+        Target,
+        output_format,
+        refuse_unheld,
+        write_output,
+    )
     from ner_app.report.predictions_html import entity_types
     from ner_app.text.lines import decoded_lines
 
@@ -53,6 +60,7 @@ def run_predict(args: PredictJob) -> int:
             f"--min-score, --alternatives and --flag-missed report on entities: they go with --format jsonl or "
             f"html, not {args.format}"
         )
+    refuse_unheld(fmt, {ALTERNATIVES: options.alternatives > 0, FLAGGED: options.flag_missed is not None})
     if args.workers is not None and args.workers > 1:  # N processes: jobs/predict_workers.py
         from ner_app.jobs.predict_workers import predict_in_workers
 
@@ -73,7 +81,9 @@ def run_predict(args: PredictJob) -> int:
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")
-    target = Target(tuple(entity_types(predictor.tags.itos)), name, model.resolve().name)
+    from ner_app.tagger.version import model_version
+
+    target = Target(tuple(entity_types(predictor.tags.itos)), name, model_version(model))
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     with source:
         lines = decoded_lines(source, name)  # split on \n only: one output per input line

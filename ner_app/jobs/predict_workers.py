@@ -15,6 +15,7 @@ from ner_app.jobs.predict_job import PredictJob
 from ner_app.predict.workers import GroupTagger, WorkerPool, usable_cores
 from ner_app.report.formats import OutputFormat, Target, write_output
 from ner_app.report.predictions_html import entity_types
+from ner_app.tagger.version import model_version
 from ner_app.text.lines import decoded_lines
 from ner_app.text.readings import ReadingOptions
 
@@ -58,7 +59,7 @@ def _run(
     workers = worker_count(args.workers)
     with WorkerPool(workers, model, args.device, args.batch_size, args.max_tokens, args.threads or 1) as pool:
         found = pool.describe()
-        target = Target(tuple(entity_types(list(found.tags))), name, Path(model).resolve().name)
+        target = Target(tuple(entity_types(list(found.tags))), name, model_version(Path(model)))
         lines = decoded_lines(source, name)
         records: Iterable[Any]
         if fmt.reads == "conll":

@@ -60,12 +60,20 @@ def run_select(job: SelectJob) -> None:
         write_text(job.output, "".join(s.candidate.text + "\n" for s in chosen))
     else:
         assert predictor is not None
-        target = Target(tuple(entity_types(predictor.tags.itos)), job.input)
+        from ner_app.tagger.version import model_version
+
+        target = Target(
+            tuple(entity_types(predictor.tags.itos)), job.input, model_version(model_path(job.model))
+        )
         if fmt.reads == "conll":
             lines = [row for s in chosen for row in (*s.candidate.rows, "")]
             write_output(job.output, fmt, tag_conll(predictor, lines, tokens=True), target)
         else:
-            write_output(job.output, fmt, predictor.tag_lines(s.candidate.text for s in chosen), target)
+            # a tool's task is a document (a block of lines): a blank line after each makes each candidate one
+            texts = [
+                t for s in chosen for t in ((s.candidate.text, "") if fmt.documents else (s.candidate.text,))
+            ]
+            write_output(job.output, fmt, predictor.tag_lines(texts), target)
     unit = "sentences" if kind == "conll" else "lines"
     if k is not None and k > len(candidates):
         print(

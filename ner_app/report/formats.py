@@ -18,13 +18,25 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from ner_app.errors import NerAppError
 from ner_app.files import atomic_folder, refuse_foreign, write_text
 from ner_app.report.predictions_html import predictions_html
 from ner_app.text.annotations import registry
-from ner_app.text.outputs import FilesWriter, OutputFormat, Target, Writer
+from ner_app.text.outputs import ALTERNATIVES, FLAGGED, FilesWriter, OutputFormat, Target, Writer
 from ner_app.text.predictions import TaggedLine
 
-__all__ = ["FORMATS", "FilesWriter", "OutputFormat", "Target", "Writer", "output_format", "write_output"]
+__all__ = [
+    "ALTERNATIVES",
+    "FLAGGED",
+    "FORMATS",
+    "FilesWriter",
+    "OutputFormat",
+    "Target",
+    "Writer",
+    "output_format",
+    "refuse_unheld",
+    "write_output",
+]
 
 
 def write_html(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
@@ -38,6 +50,7 @@ HTML = OutputFormat(
     "text",
     write_html,
     "one self-contained page, the text with its entities highlighted by type",
+    carries=frozenset({ALTERNATIVES, FLAGGED}),
 )
 # The writers of the annotation formats (those whose tool takes predictions), in the registry's order.
 TOOL_FORMATS = {f.name: f.writer for f in registry.FORMATS.values() if f.writer is not None}
@@ -79,6 +92,17 @@ def output_format(name: str, notes: TextIO | None = None) -> OutputFormat:
     if name not in FORMATS:
         raise ValueError(f"unknown output format {name!r}: expected one of {', '.join(format_names())}")
     return FORMATS[name]
+
+
+def refuse_unheld(fmt: OutputFormat, asked: dict[str, bool]) -> None:
+    """One line for the first option of ``asked`` (``ALTERNATIVES``, ``FLAGGED``: whether given) that ``fmt``
+    has no place for: what it asks would otherwise be dropped without a word."""
+    for option, given in asked.items():
+        if given and option not in fmt.carries:
+            holders = ", ".join(f.name for f in FORMATS.values() if option in f.carries)
+            raise NerAppError(
+                f"{option}: --format {fmt.name} has no place for it ({fmt.lacks}); use --format {holders}"
+            )
 
 
 def write_output(path: str | Path, fmt: OutputFormat, records: Iterable[Any], target: Target) -> Path:

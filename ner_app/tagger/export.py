@@ -40,8 +40,8 @@ from ner_app.tagger.integrity import (
 )
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import SPEC_FORMAT, SpecError, TaggerSpec
+from ner_app.tagger.version import MAX_SPEC_BYTES
 
-MAX_SPEC_BYTES = 1 << 29  # tagger.json: vocabularies of up to MAX_VOCAB entries
 FROZEN_KEY = "frozen_word_vectors"  # tagger.json: where the frozen rows come from when they are not stored
 
 
@@ -97,7 +97,9 @@ def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pa
         data = spec.to_json()
         if frozen is not None:
             data[FROZEN_KEY] = frozen
-        data[INTEGRITY_KEY] = integrity_record(data, tmp / "model.safetensors")
+        data[INTEGRITY_KEY] = integrity_record(
+            data, tmp / "model.safetensors"
+        )  # last: version.py reads it there
         # compact, UTF-8: a CoNLL-2003 vocabulary with GloVe's 400k words is 4.2 MB this way, 4.6 MB with spaces
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         (tmp / "tagger.json").write_text(text + "\n", encoding="utf-8")

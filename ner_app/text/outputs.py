@@ -17,8 +17,11 @@ class Target:
 
     entity_types: tuple[str, ...] = ()
     source: str = "<stdin>"
-    model_version: str = "ner_app"  # the model's name, for tools that keep it with predictions (Label Studio)
+    # the model's name and a short hash of its weights, for tools that keep it with predictions (Label Studio)
+    model_version: str = "ner_app"
 
+
+ALTERNATIVES, FLAGGED = "--alternatives", "--flag-missed"  # what predict may add to the entities
 
 Writer = Callable[[Iterable[Any], Target], Iterator[str]]
 FilesWriter = Callable[[Iterable[Any], Target], Iterator[tuple[str, str]]]
@@ -27,7 +30,11 @@ FilesWriter = Callable[[Iterable[Any], Target], Iterator[tuple[str, str]]]
 @dataclass(frozen=True)
 class OutputFormat:
     """A named output: what predict reads for it (raw ``text`` lines or ``conll`` token lines), its writer and
-    one line of help. A folder format has ``files`` (``(name, content)`` pairs) and a ``write`` that refuses."""
+    one line of help. A folder format has ``files`` (``(name, content)`` pairs) and a ``write`` that refuses.
+    ``documents``: a task of it is a document, a block of non-empty lines (``predictions.documents``), so a
+    writer of candidates that are documents each (``select``) separates them by a blank line. ``carries``:
+    which of ``ALTERNATIVES`` and ``FLAGGED`` it holds; ``lacks`` says why it holds no other (predict refuses
+    those in one line rather than drop them)."""
 
     name: str
     reads: Literal["text", "conll"]
@@ -35,6 +42,9 @@ class OutputFormat:
     help: str
     files: FilesWriter | None = None
     is_ours: Callable[[Path], bool] | None = None  # a folder format: whether a folder is an earlier output
+    documents: bool = False
+    carries: frozenset[str] = frozenset()
+    lacks: str = ""
 
 
 def json_line(value: Any) -> str:

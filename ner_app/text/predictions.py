@@ -7,8 +7,10 @@ No torch here: the ONNX predictor makes them too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -41,6 +43,20 @@ class Entity:
             out["alternatives"] = [a.to_json() for a in self.alternatives]
         return out
 
+    def reading_text(self) -> str:
+        """``TYPE "text" score``: a reading as a person reads it in a tool's note (the text in JSON quotes, so
+        a tab stays on the line)."""
+        return f"{self.type} {json.dumps(self.text, ensure_ascii=False)} {self.score}"
+
+    def alternatives_text(self) -> str:
+        """The other readings in one line: ``MISC "Sony" 0.31, ORG "Sony Music" 0.05`` (empty: none)."""
+        return ", ".join(a.reading_text() for a in self.alternatives or ())
+
+    def shifted(self, at: int) -> Entity:
+        """The same entity ``at`` characters further on (its line placed in a document)."""
+        moved = None if self.alternatives is None else tuple(a.shifted(at) for a in self.alternatives)
+        return replace(self, start=self.start + at, end=self.end + at, alternatives=moved)
+
 
 @dataclass(frozen=True)
 class Flagged:
@@ -61,6 +77,15 @@ class Flagged:
             "o_score": self.o_score,
             "reading": self.reading.to_json(),
         }
+
+    def note(self) -> str:
+        """``"Sony" (O 0.42): ORG "Sony" 0.55``: the token, its probability of O and its likeliest reading."""
+        return (
+            f"{json.dumps(self.text, ensure_ascii=False)} (O {self.o_score}): {self.reading.reading_text()}"
+        )
+
+    def shifted(self, at: int) -> Flagged:
+        return replace(self, start=self.start + at, end=self.end + at, reading=self.reading.shifted(at))
 
 
 @dataclass(frozen=True)
@@ -98,6 +123,35 @@ class TaggedSentence:
     def conll_lines(self) -> Iterator[str]:
         """``ROW TAG`` per token: the predicted tag as the last column."""
         return (f"{row} {tag}" for row, tag in zip(self.rows, self.tags, strict=True))
+
+
+def documents(records: Iterable[TaggedLine]) -> Iterator[TaggedLine]:
+    """The documents of tagged lines: each block of consecutive non-empty lines (a blank line ends it, and
+    belongs to none) as one record, its lines joined by ``\\n`` and its offsets counted from the block's
+    start. An annotation tool's task is a document, never an empty one."""
+    block: list[TaggedLine] = []
+    for record in itertools.chain(
+        records, [TaggedLine("", ())]
+    ):  # a blank line ends the last block; streamed
+        if record.text.strip():
+            block.append(record)
+            continue
+        if block:
+            yield _joined(block)
+            block = []
+
+
+def _joined(block: list[TaggedLine]) -> TaggedLine:
+    entities: list[Entity] = []
+    flagged: list[Flagged] | None = None if all(r.flagged is None for r in block) else []
+    at = 0
+    for record in block:
+        entities.extend(e.shifted(at) for e in record.entities)
+        if flagged is not None:
+            flagged.extend(f.shifted(at) for f in record.flagged or ())
+        at += len(record.text) + 1
+    text = "\n".join(r.text for r in block)
+    return TaggedLine(text, tuple(entities), None if flagged is None else tuple(flagged))
 
 
 # A CoNLL output in order: tagged sentences, and the lines between them (blank lines, -DOCSTART-) as they are.

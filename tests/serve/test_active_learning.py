@@ -13,6 +13,7 @@ from ner_app.cli.commands import main
 from ner_app.decisions.selection import read_pool, tokens_of
 from ner_app.decisions.threshold import GRID
 from ner_app.predict.predictor import Predictor
+from ner_app.records import sha256_file
 from ner_app.tagger.crf.uncertainty import combine, sentence_uncertainty
 from ner_app.text.conll import read_conll
 from ner_app.text.scores import entity_scores
@@ -201,6 +202,14 @@ def test_select_writes_predictions_as_predict_does(export, tmp_path, capsys) -> 
     assert len(sentences) == 2 and all(len(row.split()) == 5 for s in sentences for row in s.splitlines())
     plain = selected(export, TINY / "test.txt", tmp_path / "s2.txt", "--k", "2")
     assert [" ".join(row.split()[0] for row in s.splitlines()) for s in sentences] == plain
+    # a tool's task is a document: each selected line is one task, named by the model that predicted it
+    tasks = json.loads(
+        "\n".join(selected(export, pool, tmp_path / "s.json", "--k", "3", "--format", "labelstudio"))
+    )
+    assert [t["data"]["text"] for t in tasks] == texts
+    assert {t["predictions"][0]["model_version"] for t in tasks} == {
+        f"run-{sha256_file(export / 'model.safetensors')[:8]}"
+    }
 
 
 def test_k_larger_than_the_pool_selects_all_and_says_so(export, tmp_path, capsys) -> None:

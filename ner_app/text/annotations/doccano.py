@@ -16,7 +16,7 @@ from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, json_documents, need_list, need_text
 from ner_app.text.outputs import OutputFormat, Target, json_line
-from ner_app.text.predictions import TaggedLine
+from ner_app.text.predictions import TaggedLine, documents
 
 
 def _doccano(record: dict[str, Any], where: str, audit: Audit) -> tuple[str, list[CharSpan | None]]:
@@ -55,8 +55,9 @@ def read_doccano(path: Path, options: Options, audit: Audit) -> Iterator[TextDoc
 
 
 def write_doccano(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
-    """One task a line: the line's text and its entities as ``[start, end, type]``."""
-    for record in records:
+    """One task a line, a task a document (a block of non-empty lines): its text and its entities as
+    ``[start, end, type]``."""
+    for record in documents(records):
         yield json_line({"text": record.text, "label": [[e.start, e.end, e.type] for e in record.entities]})
 
 
@@ -77,6 +78,9 @@ FORMAT = Format(
         "doccano",
         "text",
         write_doccano,
-        'doccano JSONL, per input line {"text", "label": [[start, end, "TYPE"]]} (sequence labelling import)',
+        'doccano JSONL, per document (block of non-empty lines) {"text", "label": [[start, end, "TYPE"]]} '
+        "(sequence labelling import)",
+        documents=True,
+        lacks="doccano's import holds a text and its labelled spans, nothing beside them",
     ),
 )

@@ -16,7 +16,7 @@ from typing import Any
 from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, json_documents, need_list, need_text
-from ner_app.text.outputs import OutputFormat, Target, json_line
+from ner_app.text.outputs import ALTERNATIVES, FLAGGED, OutputFormat, Target, json_line
 from ner_app.text.predictions import TaggedLine
 
 
@@ -71,5 +71,6 @@ FORMAT = Format(
         "text",
         write_jsonl,
         'JSON lines: per input line {"text", "entities": [{"start", "end", "type", "text", "score"}]}',
+        carries=frozenset({ALTERNATIVES, FLAGGED}),
     ),
 )

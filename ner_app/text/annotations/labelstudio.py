@@ -13,7 +13,11 @@ The JSON-MIN export (one object a task: ``text`` and, under the labels control's
 What ``predict --format labelstudio`` writes is one JSON list of tasks ``{"data": {"text"}, "predictions":
 [{"model_version", "score", "result": [{"id", "from_name", "to_name", "type": "labels", "value": {"start",
 "end", "text", "labels"}, "score"}]}]}`` for the named-entity template (``<Labels name="label"
-toName="text">``).
+toName="text">``), a task a document (a block of non-empty input lines). ``model_version`` names the model
+(its folder and a short hash of its weights). With ``--alternatives`` a region's ``meta.text`` (the note Label
+Studio shows with a region) lists its other readings; with ``--flag-missed`` the task's ``data.flagged`` (a
+column of the Data Manager) lists the flagged tokens: neither is a region, which an annotator would have to
+delete.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from typing import Any
 from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, need_list, read_text
-from ner_app.text.outputs import OutputFormat, Target
-from ner_app.text.predictions import TaggedLine
+from ner_app.text.outputs import ALTERNATIVES, FLAGGED, OutputFormat, Target
+from ner_app.text.predictions import Entity, TaggedLine, documents
 
 CHOICES = ("first", "last", "latest")  # which annotation of a task with several is read (``annotation``)
 FROM_NAME, TO_NAME = "label", "text"  # the control and object names of Label Studio's named-entity template
@@ -150,28 +154,36 @@ def _document(task: dict[str, Any], where: str, audit: Audit, choice: str) -> Te
     return TextDocument(where, text, spans)
 
 
+def _labelstudio_region(n: int, e: Entity) -> dict[str, object]:
+    region: dict[str, object] = {
+        "id": f"e{n}",
+        "from_name": FROM_NAME,
+        "to_name": TO_NAME,
+        "type": "labels",
+        "value": {"start": e.start, "end": e.end, "text": e.text, "labels": [e.type]},
+        "score": e.score,
+    }
+    if e.alternatives:  # the region's meta text, which Label Studio shows with the region
+        region["meta"] = {"text": [f"other readings: {e.alternatives_text()}"]}
+    return region
+
+
 def _labelstudio_task(record: TaggedLine, target: Target) -> dict[str, object]:
-    result = [
-        {
-            "id": f"e{n}",
-            "from_name": FROM_NAME,
-            "to_name": TO_NAME,
-            "type": "labels",
-            "value": {"start": e.start, "end": e.end, "text": e.text, "labels": [e.type]},
-            "score": e.score,
-        }
-        for n, e in enumerate(record.entities, start=1)
-    ]
+    result = [_labelstudio_region(n, e) for n, e in enumerate(record.entities, start=1)]
     prediction: dict[str, object] = {"model_version": target.model_version, "result": result}
     if record.entities:  # the least certain entity: sorting by it puts the tasks to review first
         prediction["score"] = min(e.score for e in record.entities)
-    return {"data": {"text": record.text}, "predictions": [prediction]}
+    data: dict[str, object] = {"text": record.text}
+    if record.flagged is not None:  # task data: a column of the Data Manager, not a region to accept
+        data["flagged"] = [f.to_json() for f in record.flagged]
+    return {"data": data, "predictions": [prediction]}
 
 
 def write_labelstudio(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
-    """One JSON list, a task a line of input, streamed: ``[``, the tasks separated by commas, ``]``."""
+    """One JSON list, a task a document (a block of non-empty lines), streamed: ``[``, the tasks separated by
+    commas, ``]``."""
     yield "["
-    for n, record in enumerate(records):
+    for n, record in enumerate(documents(records)):
         yield ("," if n else "") + "\n" + json.dumps(_labelstudio_task(record, target), ensure_ascii=False)
     yield "\n]\n"
 
@@ -196,7 +208,10 @@ FORMAT = Format(
         "labelstudio",
         "text",
         write_labelstudio,
-        "Label Studio tasks with predictions (a JSON list; from_name label, to_name text), to review",
+        "Label Studio tasks with predictions (a JSON list, a task per document: a block of non-empty lines; "
+        "from_name label, to_name text), to review",
+        documents=True,
+        carries=frozenset({ALTERNATIVES, FLAGGED}),
     ),
     options=("annotation",),
 )

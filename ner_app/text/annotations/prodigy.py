@@ -5,10 +5,15 @@ prodigy`` writes (https://prodi.gy/docs/api-interfaces#ner), and its format reco
 answered ``accept`` are read; a task without ``answer`` (an input stream, such as ``predict --format
 prodigy`` writes) is read as it is. A span without character offsets uses its tokens' (``token_start`` to the
 inclusive ``token_end``). Offsets are Python string indices (code points), end exclusive.
+
+``predict --format prodigy`` writes a task a document (a block of non-empty input lines); with
+``--alternatives`` each span keeps its other readings (``alternatives``), with ``--flag-missed`` the task its
+flagged tokens (``flagged``), both also summed up in the task's ``meta``, which Prodigy shows on the card.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +21,9 @@ from typing import Any
 from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 from ner_app.text.annotations.read import char_span, json_documents, need_list, need_text
-from ner_app.text.outputs import OutputFormat, Target, json_line
-from ner_app.text.predictions import Entity, TaggedLine
-from ner_app.text.tokenizer import tokenize
+from ner_app.text.outputs import ALTERNATIVES, FLAGGED, OutputFormat, Target, json_line
+from ner_app.text.predictions import Entity, TaggedLine, documents
+from ner_app.text.tokenizer import Token, tokenize
 
 
 def _prodigy(record: dict[str, Any], where: str, audit: Audit) -> tuple[str, list[CharSpan | None]] | None:
@@ -56,8 +61,13 @@ def read_prodigy(path: Path, options: Options, audit: Audit) -> Iterator[TextDoc
 
 
 def _token_index(record: TaggedLine) -> tuple[list[dict[str, object]], dict[int, int], dict[int, int]]:
-    """Prodigy's tokens of a line (the tokenizer predict used) and the token at each start and end offset."""
-    tokens = tokenize(record.text)
+    """Prodigy's tokens of a document (the tokenizer predict used, on each of its lines, as predict tagged
+    them) and the token at each start and end offset."""
+    tokens: list[Token] = []
+    at = 0
+    for line in record.text.split("\n"):
+        tokens.extend(Token(t.text, t.start + at, t.end + at) for t in tokenize(line))
+        at += len(line) + 1
     found = [
         {
             "text": t.text,
@@ -74,21 +84,42 @@ def _token_index(record: TaggedLine) -> tuple[list[dict[str, object]], dict[int,
 def _prodigy_span(entity: Entity, starts: dict[int, int], ends: dict[int, int]) -> dict[str, object]:
     if entity.start not in starts or entity.end not in ends:  # predict's entities are whole tokens
         raise ValueError(f"entity {entity.text!r} at {entity.start}-{entity.end} does not cover whole tokens")
-    return {
+    span: dict[str, object] = {
         "start": entity.start,
         "end": entity.end,
         "token_start": starts[entity.start],
         "token_end": ends[entity.end],  # inclusive
         "label": entity.type,
     }
+    if entity.alternatives is not None:  # a task's own keys are kept with its answer in the dataset
+        span["alternatives"] = [a.to_json() for a in entity.alternatives]
+    return span
+
+
+def _meta(record: TaggedLine) -> dict[str, str]:
+    """What the annotation card shows under the text (Prodigy's ``meta``): the other readings, the flags."""
+    meta = {
+        f"alternatives {json.dumps(e.text, ensure_ascii=False)}": e.alternatives_text()
+        for e in record.entities
+        if e.alternatives
+    }
+    if record.flagged:
+        meta["flagged"] = "; ".join(f.note() for f in record.flagged)
+    return meta
 
 
 def write_prodigy(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
-    """One task a line: text, tokens and spans (no ``answer``: the annotator gives it)."""
-    for record in records:
+    """One task a line, a task a document (a block of non-empty lines): text, tokens and spans (no
+    ``answer``: the annotator gives it); ``flagged`` and ``meta`` when asked for."""
+    for record in documents(records):
         tokens, starts, ends = _token_index(record)
         spans = [_prodigy_span(e, starts, ends) for e in record.entities]
-        yield json_line({"text": record.text, "tokens": tokens, "spans": spans})
+        task: dict[str, object] = {"text": record.text, "tokens": tokens, "spans": spans}
+        if record.flagged is not None:
+            task["flagged"] = [f.to_json() for f in record.flagged]
+        if meta := _meta(record):
+            task["meta"] = meta
+        yield json_line(task)
 
 
 def _detect(probe: Probe) -> bool:
@@ -108,6 +139,8 @@ FORMAT = Format(
         "prodigy",
         "text",
         write_prodigy,
-        'Prodigy JSONL, per input line {"text", "tokens", "spans"} (ner.manual input)',
+        'Prodigy JSONL, per document (block of non-empty lines) {"text", "tokens", "spans"} (ner.manual input)',
+        documents=True,
+        carries=frozenset({ALTERNATIVES, FLAGGED}),
     ),
 )

@@ -87,6 +87,40 @@ def test_predict_reading_options_with_conll_output_are_one_line(trained, capsys)
     one_error_line(capsys, "--alternatives", "--format jsonl or html, not conll")
 
 
+@pytest.mark.parametrize(
+    ("fmt", "asked", "message"),
+    [
+        (
+            "doccano",
+            ["--alternatives", "2"],
+            "error: --alternatives: --format doccano has no place for it (doccano's import holds a text and its "
+            "labelled spans, nothing beside them); use --format jsonl, html, labelstudio, prodigy, brat",
+        ),
+        (
+            "doccano",
+            ["--flag-missed", "0.5"],
+            "error: --flag-missed: --format doccano has no place for it (doccano's import holds a text and its "
+            "labelled spans, nothing beside them); use --format jsonl, html, labelstudio, prodigy",
+        ),
+        (
+            "brat",
+            ["--alternatives", "1", "--flag-missed", "0.5"],
+            "error: --flag-missed: --format brat has no place for it (a brat note belongs to an annotation, and a "
+            "token tagged O has none); use --format jsonl, html, labelstudio, prodigy",
+        ),
+    ],
+)
+def test_predict_readings_a_tool_cannot_hold_are_refused_not_dropped(
+    trained, tmp_path, capsys, fmt, asked, message
+):
+    """What a format has no place for is one line before the model loads, and nothing is written."""
+    out = tmp_path / "out"
+    command = ["predict", "--model", str(trained / "export"), "--input", str(TINY / "test.txt")]
+    assert main([*command, "--format", fmt, "--output", str(out), *asked]) == 2
+    assert one_error_line(capsys) == message
+    assert not out.exists()
+
+
 @pytest.mark.system
 def test_predict_with_a_forged_frozen_row_cache_predicts_as_without_one(tmp_path, monkeypatch, capsys):
     """A cache file in the frozen rows' name with other rows (a well-formed .npy of the right shape) is not

@@ -1,0 +1,48 @@
+"""The name an export's predictions carry into the tools that keep one (Label Studio's ``model_version``): the
+model's folder and a short hash of its weights, ``conll2003-3f9a2c1d``, so predictions of two models (or of one
+model before and after more training) are told apart. No torch here: ``predict --workers`` names the model in
+the main process, which never loads it.
+
+The hash is the ``weights_sha256`` that ``tagger.json`` records at export (``tagger/integrity.py``), never the
+weights hashed again: the export writes that record as its last key, so the file's last bytes hold it; an
+export laid out otherwise is read whole (bounded).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ner_app.records import read_json
+
+SHORT = 8  # hex digits of the weights' sha256 in the name: one clash in ~4e9 pairs of models
+TAIL_BYTES = 1024  # the integrity record with its three sha256 is under 300 bytes
+MAX_SPEC_BYTES = (
+    1 << 29
+)  # tagger.json read whole (vocabularies of up to MAX_VOCAB entries), as export reads it
+_RECORD = re.compile(r'"integrity"\s*:\s*(\{[^{}]*\})\s*\}\s*$')
+
+
+def recorded_weights_sha256(spec_path: Path) -> str | None:
+    """The ``weights_sha256`` recorded in ``tagger.json``; None when it records none."""
+    with open(spec_path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - TAIL_BYTES))
+        tail = f.read().decode("utf-8", errors="replace")
+    found = _RECORD.search(tail)
+    record = json.loads(found.group(1)) if found else None
+    if not isinstance(record, dict):  # not last, or not compact: the whole file, as export reads it
+        data = read_json(spec_path, MAX_SPEC_BYTES)
+        record = data.get("integrity") if isinstance(data, dict) else None
+    digest = record.get("weights_sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) else None
+
+
+def model_version(export: Path) -> str:
+    """``NAME-HASH``: the export's folder name (the run's, for a run's ``export/`` folder) and the first
+    ``SHORT`` hex digits of its weights' sha256; the name alone when no digest is recorded."""
+    folder = export.resolve()
+    name = folder.parent.name if folder.name == "export" and folder.parent.name else folder.name
+    digest = recorded_weights_sha256(folder / "tagger.json")
+    return f"{name}-{digest[:SHORT]}" if digest else name
