@@ -144,6 +144,7 @@ def text_report(splits: dict[str, SplitCounts], problems: list[Problem]) -> str:
 def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.model import Audit
     from ner_app.text.data_check import count_split, find_problems, json_report
+    from ner_app.text.data_records import record_problems
     from ner_app.text.tags import detect_scheme
     from ner_app.train.corpus import read_splits
 
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         counts.records = dict(audits[name].records)
         counts.keep_unannotated = options.keep_unannotated
         splits[_SHOWN[name]] = counts
-    problems = find_problems(splits, sentences, where)
+    # blocking problems first (find_problems' order); those of records and repeated sentences are warnings
+    problems = find_problems(splits, sentences, where) + record_problems(splits, sentences, where)
     if args.json:
         print(json.dumps(json_report(splits, problems), indent=2, ensure_ascii=False))
     else:

@@ -3,8 +3,9 @@
 Each split is counted (sentences, tokens, entities per type, the detected tag scheme, the share of ``-``
 tags, the longest sentences, the spans the conversion changed), then the splits are compared: sentences of
 dev or test that are also in train (leakage), types of dev or test never seen in train, types with fewer
-than ``RARE`` training examples; an export's tasks left out and texts whose records disagree. A problem is ``blocking`` when training would refuse the data or could not
-learn from it (``BLOCKING``); the others are warnings. No torch here: it runs before anything heavy.
+than ``RARE`` training examples. A problem is ``blocking`` when training would refuse the data or could not
+learn from it (``BLOCKING``); the others are warnings (``data_records.py`` adds those of an export's records
+and of repeated sentences). No torch here: it runs before anything heavy.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
-from ner_app.text.annotations.model import DISAGREE, MERGED, SKIPPED, UNANNOTATED
+from ner_app.text.annotations.model import DISAGREE, MERGED, SKIPPED, UNANNOTATED, unannotated
 from ner_app.text.conll import Sentence
 from ner_app.text.tags import UNKNOWN, Part, detect_scheme, known_entities, may_follow, scheme_part
 
@@ -82,7 +83,7 @@ class SplitCounts:
     @property
     def unannotated(self) -> list[str]:
         """The places of the tasks skipped (every annotation cancelled) or never annotated."""
-        return [*self.records.get(SKIPPED, []), *self.records.get(UNANNOTATED, [])]
+        return unannotated(self.records)
 
     def records_json(self) -> dict[str, Any]:
         unannotated = len(self.unannotated)
@@ -250,7 +251,6 @@ def find_problems(
                     tuple(counts.changed),
                 )
             )
-        found += _record_problems(counts)
         if name == "train":
             continue
         if counts.unknown:
@@ -297,44 +297,6 @@ def find_problems(
                 )
             )
     return sorted(found, key=lambda p: p.level != BLOCKING)
-
-
-def _record_problems(counts: SplitCounts) -> list[Problem]:
-    """The warnings of an export's whole records: tasks left out (or trained as no entities), and texts in
-    several records with different annotations."""
-    found = []
-    unannotated = counts.unannotated
-    if unannotated:
-        what = (
-            f"{len(counts.records.get(SKIPPED, []))} skipped (every annotation cancelled), "
-            f"{len(counts.records.get(UNANNOTATED, []))} not annotated"
-        )
-        if counts.keep_unannotated:
-            kind = "tasks trained as no entities"
-            message = (
-                f"{len(unannotated)} Label Studio tasks without an annotation are read as text without entities "
-                f"(--keep-unannotated): {what}; the tagger learns that the names in them are none"
-            )
-        else:
-            kind = "tasks left out"
-            message = (
-                f"{len(unannotated)} Label Studio tasks without an annotation are left out: {what}; "
-                "--keep-unannotated (data.keep_unannotated: true) reads them as text without entities"
-            )
-        found.append(Problem(WARNING, kind, counts.name, message, tuple(unannotated[:EXAMPLES])))
-    disagree = counts.records.get(DISAGREE, [])
-    if disagree:
-        found.append(
-            Problem(
-                WARNING,
-                "disagreeing records",
-                counts.name,
-                f"{len(disagree)} texts are in several records with different annotations; each is read once, "
-                "from one of them (ground truth first, then --annotation)",
-                tuple(disagree[:EXAMPLES]),
-            )
-        )
-    return found
 
 
 def json_report(splits: Mapping[str, SplitCounts], problems: Sequence[Problem]) -> dict[str, Any]:

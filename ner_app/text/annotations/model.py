@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ner_app.errors import NerAppError
@@ -70,6 +71,11 @@ DISAGREE = "disagree"  # the same text in several records with different annotat
 RECORD_KINDS = (SKIPPED, UNANNOTATED, MERGED, DISAGREE)
 
 
+def unannotated(records: Mapping[str, list[str]]) -> list[str]:
+    """The places of the records (``Audit.records``) that hold no annotation: skipped, then not annotated."""
+    return [*records.get(SKIPPED, []), *records.get(UNANNOTATED, [])]
+
+
 @dataclass
 class Audit:
     """Every span the conversion changed, one ``FILE:LINE: ...`` line each, and the counts of the summary."""
@@ -95,11 +101,6 @@ class Audit:
     @property
     def changed(self) -> int:
         return sum(self.counts[a] for a in CHANGED)
-
-    @property
-    def unannotated(self) -> list[str]:
-        """The places of the records that hold no annotation (skipped, then not annotated)."""
-        return [*self.records.get(SKIPPED, []), *self.records.get(UNANNOTATED, [])]
 
     def records_summary(self, keep_unannotated: bool, option: str) -> str | None:
         """One line of what happened to whole records (None when nothing did): the tasks left out (or kept as no
