@@ -43,7 +43,8 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
         "--annotation",
         default="first",
         choices=CHOICES,
-        help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
+        help="Label Studio: which annotation of a text with several (not cancelled; those marked ground_truth "
+        "first): first, last (in the file) or latest (updated_at)",
     )
     parser.add_argument(
         "--keep-unannotated",

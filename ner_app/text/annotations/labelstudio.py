@@ -40,9 +40,9 @@ from ner_app.text.predictions import TaggedLine
 
 CHOICES = ("first", "last", "latest")  # which annotation of a task with several is read (``annotation``)
 FROM_NAME, TO_NAME = "label", "text"  # the control and object names of Label Studio's named-entity template
-# results that go with text spans in a named-entity project and hold no span themselves
 # data keys of projects of other types (what a task of an image, audio, video or HTML project holds)
 _MEDIA = {"image", "audio", "video", "url", "html", "hypertext", "pdf", "timeseries", "paragraphs"}
+# results that go with text spans in a named-entity project and hold no span themselves
 _BESIDE_SPANS = {"relation", "choices", "textarea", "rating", "taxonomy", "number", "datetime"}
 
 
