@@ -86,12 +86,13 @@ class SplitCounts:
         return unannotated(self.records)
 
     def records_json(self) -> dict[str, Any]:
-        unannotated = len(self.unannotated)
+        """``records`` of ``--json``: the counts of the export's whole records, and where they are."""
+        without = len(self.unannotated)
         return {
             "skipped": len(self.records.get(SKIPPED, [])),
             "not_annotated": len(self.records.get(UNANNOTATED, [])),
-            "left_out": 0 if self.keep_unannotated else unannotated,
-            "kept_as_no_entities": unannotated if self.keep_unannotated else 0,
+            "left_out": 0 if self.keep_unannotated else without,
+            "kept_as_no_entities": without if self.keep_unannotated else 0,
             "unannotated_at": self.unannotated[:EXAMPLES],
             "duplicates_merged": len(self.records.get(MERGED, [])),
             "disagreeing_texts": len(self.records.get(DISAGREE, [])),

@@ -107,13 +107,13 @@ class Audit:
         entities, ``keep_unannotated``) and how ``option`` changes that, the duplicates merged, the texts
         whose records disagree."""
         parts = []
-        skipped, unannotated = len(self.records.get(SKIPPED, [])), len(self.records.get(UNANNOTATED, []))
-        if skipped or unannotated:
-            what = f"{skipped} skipped (every annotation cancelled), {unannotated} not annotated"
+        skipped, never = len(self.records.get(SKIPPED, [])), len(self.records.get(UNANNOTATED, []))
+        if skipped or never:
+            what = f"{skipped} skipped (every annotation cancelled), {never} not annotated"
             parts.append(
-                f"{skipped + unannotated} Label Studio tasks read as text without entities: {what} ({option})"
+                f"{skipped + never} Label Studio tasks read as text without entities: {what} ({option})"
                 if keep_unannotated
-                else f"{skipped + unannotated} Label Studio tasks left out: {what} ({option} reads them as text "
+                else f"{skipped + never} Label Studio tasks left out: {what} ({option} reads them as text "
                 "without entities)"
             )
         if self.records.get(MERGED):
