@@ -74,6 +74,7 @@ def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Opt
         args.tag_column,
         args.annotation,
         args.outside,
+        args.keep_unannotated,
     )
     if args.folder:
         folder = Path(args.folder)
@@ -105,6 +106,18 @@ def text_report(splits: dict[str, SplitCounts], problems: list[Problem]) -> str:
         ("spans changed", [f"{len(c.changed):,}" for c in splits.values()]),
         ("longest sentence", [f"{c.longest[0][0]:,}" if c.longest else "-" for c in splits.values()]),
     ]
+    if any(c.records for c in splits.values()):  # an export's whole records: only where there are some
+        from ner_app.text.annotations.model import DISAGREE, MERGED
+
+        kept = next(iter(splits.values())).keep_unannotated
+        rows += [
+            (
+                "tasks kept, no entities" if kept else "tasks left out",
+                [f"{len(c.unannotated):,}" for c in splits.values()],
+            ),
+            ("duplicates merged", [f"{len(c.records.get(MERGED, [])):,}" for c in splits.values()]),
+            ("texts disagreeing", [f"{len(c.records.get(DISAGREE, [])):,}" for c in splits.values()]),
+        ]
     label = max(len(r[0]) for r in rows)
     width = [max(len(n), *(len(r[1][i]) for r in rows)) for i, n in enumerate(names)]
     lines = [" " * label + "".join(f"  {n:>{w}}" for n, w in zip(names, width, strict=True))]
@@ -134,6 +147,7 @@ def text_report(splits: dict[str, SplitCounts], problems: list[Problem]) -> str:
 def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.model import Audit
     from ner_app.text.data_check import count_split, find_problems, json_report
+    from ner_app.text.data_records import record_problems
     from ner_app.text.tags import detect_scheme
     from ner_app.train.corpus import read_splits
 
@@ -141,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
     audits: dict[str, Audit] = {}
     read = read_splits(paths, fmt, options, audits, scored_known=False)
     sentences = {_SHOWN[name]: found for name, found in read.items()}
-    where = {_SHOWN[name]: [f"{paths[name]}:{s.line}" for s in found] for name, found in read.items()}
+    # a sentence of an export is placed by its task or file (FILE:task 12, doc.ann), else FILE:LINE
+    where = {
+        _SHOWN[name]: [s.where or f"{paths[name]}:{s.line}" for s in found] for name, found in read.items()
+    }
     # every split is read in train's scheme, as the run reads it
     scheme = detect_scheme(s.tags for s in read.get("train", next(iter(read.values()))))
     splits = {}
@@ -151,8 +168,11 @@ def run(args: argparse.Namespace) -> int:
         counts.changed_counts = {
             k: v for k, v in audits[name].counts.items() if k in ("moved", "cut", "dropped")
         }
+        counts.records = dict(audits[name].records)
+        counts.keep_unannotated = options.keep_unannotated
         splits[_SHOWN[name]] = counts
-    problems = find_problems(splits, sentences, where)
+    # blocking problems first (find_problems' order); those of records and repeated sentences are warnings
+    problems = find_problems(splits, sentences, where) + record_problems(splits, sentences, where)
     if args.json:
         print(json.dumps(json_report(splits, problems), indent=2, ensure_ascii=False))
     else:

@@ -43,7 +43,14 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
         "--annotation",
         default="first",
         choices=CHOICES,
-        help="Label Studio: which annotation of a task with several (not cancelled): first, last or latest",
+        help="Label Studio: which annotation of a text with several (not cancelled; those marked ground_truth "
+        "first): first, last (in the file) or latest (updated_at)",
+    )
+    parser.add_argument(
+        "--keep-unannotated",
+        action="store_true",
+        help="Label Studio: read tasks that were skipped or never annotated as text without entities (default: "
+        "left out, and counted)",
     )
     parser.add_argument(
         "--outside",
@@ -93,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         write_converted,
     )
     from ner_app.text.annotations.format import Options
-    from ner_app.text.annotations.model import Audit
+    from ner_app.text.annotations.model import DISAGREE, Audit
     from ner_app.text.annotations.registry import detect_format
     from ner_app.text.annotations.resolve import Policy
 
@@ -114,11 +121,12 @@ def run(args: argparse.Namespace) -> int:
         args.tag_column,
         args.annotation,
         args.outside,
+        args.keep_unannotated,
     )
     formats = {p: args.fmt or detect_format(p) for p in inputs}
     audit = Audit()
     converted = [d for p in inputs for d in convert_files(formats[p], [p], options, audit)]
-    for line in audit.lines:
+    for line in [*audit.lines, *audit.records.get(DISAGREE, [])]:
         print(line)
     counts = audit.counts
     left_out = f"; {counts['left out']} left out by --types" if "left out" in counts else ""
@@ -129,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     sentences = sum(len(d.sentences) for d in converted)
     tokens = sum(len(t) for d in converted for t, _ in d.sentences)
+    records = audit.records_summary(args.keep_unannotated, "--keep-unannotated")
+    notes += [records] if records else []  # tasks left out, duplicates merged: counted like the notes
     summary = (
         f"{len(converted)} documents, {sentences} sentences, {tokens} tokens, "
         f"{count_entities(converted, args.scheme)} entities; spans moved {counts['moved']}, cut {counts['cut']}, "
@@ -141,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
             f"nothing written to {out}"
         )
     if not converted:
-        raise NerAppError(f"{', '.join(map(str, inputs))}: no document to convert; nothing written")
+        why = f" ({records})" if records else ""
+        raise NerAppError(f"{', '.join(map(str, inputs))}: no document to convert{why}; nothing written")
     write_converted(out, converted)
     print(f"{summary}; written to {out}")
     return 0

@@ -94,6 +94,9 @@ class DataConfig:
     # train's text outside every annotated span: O, or unknown (not annotated: docs/partial_annotation.md)
     outside: Literal["O", "unknown"] = "O"
     annotation: Literal["first", "last", "latest"] = "first"  # Label Studio: which of several annotations
+    # Label Studio tasks skipped (every annotation cancelled) or never annotated: left out (false), or trained as
+    # text without entities (true)
+    keep_unannotated: bool = False
     lowercase: bool = True  # lowercase words for the word vocabulary (GloVe is lowercase)
     min_word_count: int = 1  # words rarer than this in train map to <unk>
     batch_size: int = 64  # training sentences per batch

@@ -22,12 +22,14 @@ class ConllFormatError(NerAppError):
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence: tokens and their tags, the 1-based line of its first token and its document index."""
+    """One sentence: tokens and their tags, the 1-based line of its first token and its document index; a
+    sentence of an annotation export may name its place otherwise (``where``: ``FILE:task 12``, ``doc.ann``)."""
 
     tokens: list[str]
     tags: list[str]
     line: int
     doc: int
+    where: str | None = None
 
 
 MAX_CONLL_BYTES = 4 << 30  # of one CoNLL file (OntoNotes 5 is about 100 MB): a bound on a read by mistake

@@ -4,7 +4,8 @@ Each split is counted (sentences, tokens, entities per type, the detected tag sc
 tags, the longest sentences, the spans the conversion changed), then the splits are compared: sentences of
 dev or test that are also in train (leakage), types of dev or test never seen in train, types with fewer
 than ``RARE`` training examples. A problem is ``blocking`` when training would refuse the data or could not
-learn from it (``BLOCKING``); the others are warnings. No torch here: it runs before anything heavy.
+learn from it (``BLOCKING``); the others are warnings (``data_records.py`` adds those of an export's records
+and of repeated sentences). No torch here: it runs before anything heavy.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ner_app.limits import MAX_ENTITY_TYPES, MAX_TRAIN_SENTENCE_TOKENS
+from ner_app.text.annotations.model import DISAGREE, MERGED, SKIPPED, UNANNOTATED, unannotated
 from ner_app.text.conll import Sentence
 from ner_app.text.tags import UNKNOWN, Part, detect_scheme, known_entities, may_follow, scheme_part
 
@@ -69,10 +71,33 @@ class SplitCounts:
     longest: list[tuple[int, str]] = field(default_factory=list)  # (tokens, FILE:LINE)
     changed: list[str] = field(default_factory=list)
     changed_counts: dict[str, int] = field(default_factory=dict)
+    # whole records of an export (Audit.records): tasks skipped or not annotated, duplicates merged, texts whose
+    # records disagree; and whether the unannotated ones were kept as text without entities
+    records: dict[str, list[str]] = field(default_factory=dict)
+    keep_unannotated: bool = False
 
     @property
     def unknown_share(self) -> float:
         return self.unknown / self.tokens if self.tokens else 0.0
+
+    @property
+    def unannotated(self) -> list[str]:
+        """The places of the tasks skipped (every annotation cancelled) or never annotated."""
+        return unannotated(self.records)
+
+    def records_json(self) -> dict[str, Any]:
+        """``records`` of ``--json``: the counts of the export's whole records, and where they are."""
+        without = len(self.unannotated)
+        return {
+            "skipped": len(self.records.get(SKIPPED, [])),
+            "not_annotated": len(self.records.get(UNANNOTATED, [])),
+            "left_out": 0 if self.keep_unannotated else without,
+            "kept_as_no_entities": without if self.keep_unannotated else 0,
+            "unannotated_at": self.unannotated[:EXAMPLES],
+            "duplicates_merged": len(self.records.get(MERGED, [])),
+            "disagreeing_texts": len(self.records.get(DISAGREE, [])),
+            "disagreeing": list(self.records.get(DISAGREE, [])),
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +113,7 @@ class SplitCounts:
             "longest": [{"tokens": n, "at": at} for n, at in self.longest],
             "spans_changed": self.changed_counts,
             "spans_changed_lines": self.changed,
+            "records": self.records_json(),
         }
 
 

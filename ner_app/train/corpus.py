@@ -279,14 +279,22 @@ def reading_options(
     types: str | None = None,
     outside: str = "O",
     annotation: str = "first",
+    keep_unannotated: bool = False,
 ) -> Options:
     """How split files are read, from the ``data.`` keys of the same names (``convert``'s options)."""
     policy = Policy(label_map(labels, "data.labels"), type_list(types), overlap)
-    return Options(policy, align, "IOB2", tag_column, annotation, outside)
+    return Options(policy, align, "IOB2", tag_column, annotation, outside, keep_unannotated)
 
 
 def data_reading(data: DataConfig) -> Options:
     """``reading_options`` of a config's data section."""
     return reading_options(
-        data.tag_column, data.align, data.overlap, data.labels, data.types, data.outside, data.annotation
+        data.tag_column,
+        data.align,
+        data.overlap,
+        data.labels,
+        data.types,
+        data.outside,
+        data.annotation,
+        data.keep_unannotated,
     )

@@ -131,6 +131,43 @@ def test_changed_spans_are_named_by_file_and_line(tmp_path, capsys):
     assert found["splits"]["train"]["entities"] == {"ORG": 1, "PER": 2}  # the same options as convert's
 
 
+def test_brat_sentences_are_placed_by_their_file(tmp_path, capsys):
+    """A brat document has no line of its own: check-data names its .ann file, not FILE:1."""
+    folder = tmp_path / "brat"
+    for name, text in (("train", "Sony hired Bob."), ("valid", "Bob met Sony."), ("test", "Sony hired Bob.")):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "a.txt").write_text(text, encoding="utf-8")
+        ann = [
+            f"T{k}\t{t} {text.index(w)} {text.index(w) + len(w)}\t{w}"
+            for k, (w, t) in enumerate([("Sony", "ORG"), ("Bob", "PER")], start=1)
+        ]
+        (folder / name / "a.ann").write_text("\n".join(ann) + "\n", encoding="utf-8")
+    code, found = check(capsys, str(folder))
+    assert found["splits"]["train"]["longest"] == [{"tokens": 4, "at": f"{folder}/train/a.ann"}]
+    leak = next(p for p in found["problems"] if p["kind"] == "leakage")
+    assert (leak["split"], leak["examples"]) == ("test", [f"{folder}/test/a.ann"])
+
+
+def test_a_sentence_tagged_two_ways_is_named(tmp_path, capsys):
+    """Label Studio's CONLL2003 export (``-DOCSTART- -X- O``, then ``token -X- _ tag`` lines, a sentence an
+    annotation): two annotators' answers are two sentences with the same words. check-data names both places;
+    a sentence repeated alike is not named."""
+    folder = corpus(tmp_path / "data", valid="Zed S-PER\nsleeps O\n")
+    rows = [
+        "-DOCSTART- -X- O",
+        *("Angela -X- _ B-PER", "Merkel -X- _ I-PER", ""),
+        *("Angela -X- _ B-ORG", "Merkel -X- _ I-ORG", ""),
+        *("Bob -X- _ B-PER", "sings -X- _ O", ""),
+        *("Bob -X- _ B-PER", "sings -X- _ O", ""),
+    ]
+    (folder / "train.txt").write_text("\n".join(rows), encoding="utf-8")
+    code, found = check(capsys, str(folder))
+    problem = next(p for p in found["problems"] if p["kind"] == "sentences tagged differently")
+    assert (problem["split"], problem["level"]) == ("train", "warning")
+    assert problem["examples"] == [f"{folder}/train.txt:2 and {folder}/train.txt:5"]
+    assert code == 0
+
+
 @pytest.mark.parametrize(
     ("tags", "scheme", "ok"),
     [

@@ -155,3 +155,31 @@ def test_changed_spans_are_logged_before_training(tmp_path, caplog):
         f"{folder}/train.jsonl:1: moved 'Alice Smit' (PER): an edge inside the tokens 'Alice Smith'; expanded to them"
         in caplog.text
     )
+
+
+@pytest.mark.system
+def test_a_skipped_task_is_not_trained_as_text_without_entities(tmp_path, caplog):
+    """A skipped task and a task never annotated, added to train.json: the run leaves them out (their words
+    never reach the vocabulary) and its log counts them; ``data.keep_unannotated=true`` trains them."""
+    folder = write_labelstudio(tmp_path / "data")
+    tasks = json.loads((folder / "train.json").read_text(encoding="utf-8"))
+    skipped = {"result": [], "was_cancelled": True, "ground_truth": False}
+    tasks += [
+        {"id": 90, "data": {"text": "Zorblaxphone sold well ."}, "annotations": [skipped]},
+        {"id": 91, "data": {"text": "Quuxcorp was never looked at ."}, "annotations": []},
+    ]
+    (folder / "train.json").write_text(json.dumps(tasks), encoding="utf-8")
+    runs = {}
+    for name, keep in (("left_out", "false"), ("kept", "true")):
+        extra = ("trainer.enable_progress_bar=false", "trainer.max_epochs=1", f"data.keep_unannotated={keep}")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="ner_app"):
+            assert train.main(train_args(tmp_path / name, f"data.dir={folder}", *extra)) == 0
+        runs[name] = caplog.text
+    assert (
+        f"{folder}/train.json: 2 Label Studio tasks left out: 1 skipped (every annotation cancelled), 1 not "
+        "annotated (data.keep_unannotated: true reads them as text without entities)" in runs["left_out"]
+    )
+    assert "2 Label Studio tasks read as text without entities" in runs["kept"]
+    words = {name: (tmp_path / name / "export" / "tagger.json").read_text(encoding="utf-8") for name in runs}
+    assert "zorblaxphone" not in words["left_out"] and "zorblaxphone" in words["kept"]

@@ -23,7 +23,8 @@ from ner_app.text.outputs import OutputFormat
 
 @dataclass(frozen=True)
 class Options:
-    """Everything a conversion may be told: reading (``tag_column``, ``annotation``), alignment, the policy."""
+    """Everything a conversion may be told: reading (``tag_column``, ``annotation``,
+    ``keep_unannotated``), alignment, the policy."""
 
     policy: Policy
     align: str = "expand"
@@ -32,6 +33,8 @@ class Options:
     annotation: str = "first"
     # "unknown": tokens of span formats outside every span are tagged UNKNOWN (not annotated), not O
     outside: str = "O"
+    # Label Studio tasks skipped or never annotated: left out (False), or read as text without entities
+    keep_unannotated: bool = False
 
 
 READING_OPTIONS = frozenset(f.name for f in fields(Options))

@@ -3,12 +3,12 @@
 
 The file is a JSON list of tasks: ``{"id", "data": {"text": ...}, "annotations": [{"result": [...],
 "was_cancelled", ...}]}``; a span is a result of type ``labels`` whose ``value`` holds ``start``, ``end``,
-``text`` and ``labels``. Cancelled (skipped) annotations are not read. When a task has several annotations,
-``choice`` says which is used: ``first`` or ``last`` in the file, or ``latest`` (the newest ``updated_at``).
-A task with no ``annotations`` key but ``predictions`` (a file of pre-annotations to import, such as
-``predict --format labelstudio`` writes; an export always has the key) is read from its first prediction.
-The JSON-MIN export (one object a task: ``text`` and, under the labels control's name, its regions
-``{start, end, text, labels}``) is read too.
+``text`` and ``labels``. Cancelled (skipped) annotations are not read; which annotation a text is read
+from, and which tasks are left out, is ``labelstudio_tasks.py``'s. A task with no ``annotations`` key but
+``predictions`` (a file of pre-annotations to import, such as ``predict --format labelstudio`` writes; an
+export always has the key) is read from its first prediction. The JSON-MIN export (one object an annotation:
+``text``, ``id`` (the task's), ``annotator``, ``annotation_id``, ``created_at``, ``updated_at``, ``lead_time``
+and, under the labels control's name, its regions ``{start, end, text, labels}``) is read too.
 
 What ``predict --format labelstudio`` writes is one JSON list of tasks ``{"data": {"text"}, "predictions":
 [{"model_version", "score", "result": [{"id", "from_name", "to_name", "type": "labels", "value": {"start",
@@ -29,22 +29,31 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.text.annotations.format import Format, Options, Probe
-from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
-from ner_app.text.annotations.read import char_span, need_list, read_text
+from ner_app.text.annotations.labelstudio_tasks import Candidate, Record, Region, choose
+from ner_app.text.annotations.model import (
+    SKIPPED,
+    UNANNOTATED,
+    AnnotationFormatError,
+    Audit,
+    CharSpan,
+    TextDocument,
+)
+from ner_app.text.annotations.read import char_span, need_flag, need_list, read_text
 from ner_app.text.outputs import ALTERNATIVES, FLAGGED, OutputFormat, Target
 from ner_app.text.predictions import Entity, TaggedLine, documents
 
 CHOICES = ("first", "last", "latest")  # which annotation of a task with several is read (``annotation``)
 FROM_NAME, TO_NAME = "label", "text"  # the control and object names of Label Studio's named-entity template
-# results that go with text spans in a named-entity project and hold no span themselves
 # data keys of projects of other types (what a task of an image, audio, video or HTML project holds)
 _MEDIA = {"image", "audio", "video", "url", "html", "hypertext", "pdf", "timeseries", "paragraphs"}
+# results that go with text spans in a named-entity project and hold no span themselves
 _BESIDE_SPANS = {"relation", "choices", "textarea", "rating", "taxonomy", "number", "datetime"}
 
 
 def read_labelstudio(
-    path: str | os.PathLike[str], audit: Audit, choice: str = "first"
+    path: str | os.PathLike[str], audit: Audit, choice: str = "first", keep_unannotated: bool = False
 ) -> Iterator[TextDocument]:
+    """The documents of an export, one a distinct text (``labelstudio_tasks.choose``)."""
     name = os.fspath(path)
     text = read_text(path).removeprefix("\ufeff")
     try:
@@ -61,13 +70,17 @@ def read_labelstudio(
         raise AnnotationFormatError(f"{name}: expected a JSON list of tasks (Label Studio's JSON export)")
     if not tasks:
         raise AnnotationFormatError(f"{name}: empty export: no tasks in it")
+    records = []
     for index, task in enumerate(tasks):
         if not isinstance(task, dict):
             raise AnnotationFormatError(
                 f"{name}: task {index + 1}: expected an object with 'data' and 'annotations'"
             )
-        where = f"{name}:task {task.get('id', index + 1)}"
-        yield _document(task, where, audit, choice)
+        task_name = f"task {task.get('id', index + 1)}"
+        records.append(_record(task, f"{name}:{task_name}", task_name, audit))
+    for record, chosen in choose(records, choice, keep_unannotated, audit):
+        spans = [] if chosen is None else _spans(record, chosen, audit)
+        yield TextDocument(record.where, record.text, spans)
 
 
 def _task_text(task: dict[str, Any], where: str) -> str:
@@ -85,73 +98,91 @@ def _task_text(task: dict[str, Any], where: str) -> str:
     return strings[0]
 
 
-def _annotation(task: dict[str, Any], where: str, audit: Audit, choice: str) -> dict[str, Any] | None:
-    annotations = need_list(task.get("annotations", []), where, "annotations")
-    if not all(isinstance(a, dict) for a in annotations):
-        raise AnnotationFormatError(f"{where}: expected annotation objects with a 'result' list")
-    kept = [a for a in annotations if not a.get("was_cancelled")]
-    if len(kept) < len(annotations):
-        audit.note("cancelled Label Studio annotations skipped", len(annotations) - len(kept))
-    if not kept:
-        return None
-    if len(kept) > 1:
-        audit.note(f"Label Studio tasks with several annotations (the {choice} used)")
-    if choice == "latest":
-        return max(kept, key=lambda a: str(a.get("updated_at") or a.get("created_at") or ""))
-    return kept[0] if choice == "first" else kept[-1]
+def _stamp(annotation: dict[str, Any]) -> str:
+    return str(annotation.get("updated_at") or annotation.get("created_at") or "")
 
 
-def _json_min(task: dict[str, Any], where: str, audit: Audit) -> TextDocument:
-    """A task of the JSON-MIN export: the text at the top, each labels control's regions under its name."""
-    text = str(task["text"])
-    spans: list[CharSpan] = []
-    for value in task.values():
-        regions = value if isinstance(value, list) else []
-        for region in regions:
-            if isinstance(region, dict) and "labels" in region and "start" in region:
-                for label in need_list(region["labels"], where, "labels"):
-                    span = char_span(
-                        text, region.get("start"), region.get("end"), label, where, audit, region.get("text")
-                    )
-                    if span is not None:
-                        spans.append(span)
-    return TextDocument(where, text, spans)
-
-
-def _document(task: dict[str, Any], where: str, audit: Audit, choice: str) -> TextDocument:
+def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit) -> Record:
+    """A task of the JSON export (or a record of JSON-MIN) at ``where`` (``FILE:task 12``) and the annotations
+    it may be read from."""
     if "data" not in task and isinstance(task.get("text"), str):
-        return _json_min(task, where, audit)
+        return _json_min(task, where, task_name)
     text = _task_text(task, where)
     if "annotations" not in task and "predictions" in task:  # an import file of pre-annotations
         audit.note("Label Studio tasks without annotations read from their first prediction")
         predictions = need_list(task["predictions"], where, "predictions")
-        annotation = predictions[0] if predictions and isinstance(predictions[0], dict) else None
-    else:
-        annotation = _annotation(task, where, audit, choice)
-    spans: list[CharSpan] = []
-    if annotation is None:
-        audit.note("Label Studio tasks without an annotation (read as no entities)")
-        return TextDocument(where, text, spans)
-    for result in need_list(annotation.get("result"), where, "result"):
-        kind = result.get("type") if isinstance(result, dict) else None
+        first = predictions[0] if predictions and isinstance(predictions[0], dict) else None
+        if first is None:
+            return Record(where, text, (), UNANNOTATED)
+        regions = _regions(first.get("result"), where)
+        return Record(where, text, (Candidate(f"{task_name} prediction 1", False, "", regions),))
+    annotations = need_list(task.get("annotations", []), where, "annotations")
+    if not all(isinstance(a, dict) for a in annotations):
+        raise AnnotationFormatError(f"{where}: expected annotation objects with a 'result' list")
+    kept = []
+    for number, annotation in enumerate(annotations, start=1):
+        name = f"{task_name} annotation {annotation.get('id', number)}"
+        cancelled = need_flag(
+            annotation.get("was_cancelled"), f"{where}, annotation {number}", "was_cancelled"
+        )
+        truth = need_flag(annotation.get("ground_truth"), f"{where}, annotation {number}", "ground_truth")
+        if cancelled:
+            continue
+        regions = _regions(annotation.get("result"), where)
+        kept.append(Candidate(name, truth, _stamp(annotation), regions))
+    if len(kept) < len(annotations):
+        audit.note("cancelled Label Studio annotations skipped", len(annotations) - len(kept))
+    if not kept:
+        return Record(where, text, (), SKIPPED if annotations else UNANNOTATED)
+    return Record(where, text, tuple(kept))
+
+
+def _regions(result: Any, where: str) -> tuple[Region, ...]:
+    """The labelled spans of an annotation's ``result`` (other results of a named-entity project skipped)."""
+    regions = []
+    for item in need_list(result, where, "result"):
+        kind = item.get("type") if isinstance(item, dict) else None
         if kind in _BESIDE_SPANS:
             continue
-        if kind != "labels" or not isinstance(result.get("value"), dict):
+        if kind != "labels" or not isinstance(item.get("value"), dict):
             raise AnnotationFormatError(
                 f"{where}: a result of type {kind!r}; expected text spans (type 'labels' with value start, end, "
                 "labels): is this an export of another project type?"
             )
-        value = result["value"]
+        value = item["value"]
         labels = need_list(value.get("labels"), where, "value.labels")
         if not labels:
             raise AnnotationFormatError(f"{where}: a span with an empty 'labels' list; expected its type")
-        for label in labels:  # a region with two labels gives two spans; the overlap policy keeps one
-            span = char_span(
-                text, value.get("start"), value.get("end"), label, where, audit, value.get("text")
-            )
-            if span is not None:
-                spans.append(span)
-    return TextDocument(where, text, spans)
+        # a region with two labels gives two spans; the overlap policy keeps one
+        regions += [
+            Region(value.get("start"), value.get("end"), label, value.get("text")) for label in labels
+        ]
+    return tuple(regions)
+
+
+def _json_min(task: dict[str, Any], where: str, task_name: str) -> Record:
+    """A record of the JSON-MIN export: the text at the top, each labels control's regions under its name,
+    and the one annotation it holds (``annotation_id``, ``created_at``, ``updated_at``)."""
+    regions = []
+    for value in task.values():
+        for region in value if isinstance(value, list) else []:
+            if isinstance(region, dict) and "labels" in region and "start" in region:
+                regions += [
+                    Region(region.get("start"), region.get("end"), label, region.get("text"))
+                    for label in need_list(region["labels"], where, "labels")
+                ]
+    name = f"{task_name} annotation {task['annotation_id']}" if "annotation_id" in task else task_name
+    return Record(where, str(task["text"]), (Candidate(name, False, _stamp(task), tuple(regions)),))
+
+
+def _spans(record: Record, chosen: Candidate, audit: Audit) -> list[CharSpan]:
+    """The chosen annotation's regions as checked spans of the record's text (dropped ones audited)."""
+    spans = []
+    for r in chosen.regions:
+        span = char_span(record.text, r.start, r.end, r.label, record.where, audit, r.claimed)
+        if span is not None:
+            spans.append(span)
+    return spans
 
 
 def _labelstudio_region(n: int, e: Entity) -> dict[str, object]:
@@ -189,7 +220,7 @@ def write_labelstudio(records: Iterable[TaggedLine], target: Target) -> Iterator
 
 
 def _read(path: Path, options: Options, audit: Audit) -> Iterator[TextDocument]:
-    return read_labelstudio(path, audit, options.annotation)
+    return read_labelstudio(path, audit, options.annotation, options.keep_unannotated)
 
 
 def _detect(probe: Probe) -> bool:
@@ -213,5 +244,5 @@ FORMAT = Format(
         documents=True,
         carries=frozenset({ALTERNATIVES, FLAGGED}),
     ),
-    options=("annotation",),
+    options=("annotation", "keep_unannotated"),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ner_app.errors import NerAppError
@@ -61,6 +62,19 @@ MOVED, CUT, DROPPED = "moved", "cut", "dropped"
 CHANGED = (MOVED, CUT, DROPPED)
 LEFT_OUT = "left out"  # a type outside the whitelist: named, but what the user asked for
 
+# What happened to a whole record of an export (a Label Studio task, a JSON-MIN record). A skipped or
+# unannotated task says nothing about its entities: read as "no entities" it would teach that they are none.
+SKIPPED = "skipped"  # every annotation cancelled (Label Studio's Skip)
+UNANNOTATED = "not annotated"  # no annotation at all
+MERGED = "merged"  # the same text and annotation as an earlier record: read once
+DISAGREE = "disagree"  # the same text in several records with different annotations: one is read
+RECORD_KINDS = (SKIPPED, UNANNOTATED, MERGED, DISAGREE)
+
+
+def unannotated(records: Mapping[str, list[str]]) -> list[str]:
+    """The places of the records (``Audit.records``) that hold no annotation: skipped, then not annotated."""
+    return [*records.get(SKIPPED, []), *records.get(UNANNOTATED, [])]
+
 
 @dataclass
 class Audit:
@@ -68,6 +82,8 @@ class Audit:
 
     lines: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    # RECORD_KINDS -> the place of each such record (DISAGREE: one line a text, naming its records)
+    records: dict[str, list[str]] = field(default_factory=dict)
 
     def report(self, where: str, action: str, text: str, kind: str, what: str) -> None:
         """Name one changed span: ``FILE:LINE: dropped 'Sony' (ORG): its edges fall inside tokens``."""
@@ -78,6 +94,35 @@ class Audit:
         """Count something that changes no entity (whitespace trimmed, a duplicate merged)."""
         self.counts[what] += n
 
+    def record(self, kind: str, where: str) -> None:
+        """Name one record of ``kind`` (``RECORD_KINDS``): ``FILE:task 12``, or for DISAGREE its line."""
+        self.records.setdefault(kind, []).append(where)
+
     @property
     def changed(self) -> int:
         return sum(self.counts[a] for a in CHANGED)
+
+    def records_summary(self, keep_unannotated: bool, option: str) -> str | None:
+        """One line of what happened to whole records (None when nothing did): the tasks left out (or kept as no
+        entities, ``keep_unannotated``) and how ``option`` changes that, the duplicates merged, the texts
+        whose records disagree."""
+        parts = []
+        skipped, never = len(self.records.get(SKIPPED, [])), len(self.records.get(UNANNOTATED, []))
+        if skipped or never:
+            what = f"{skipped} skipped (every annotation cancelled), {never} not annotated"
+            parts.append(
+                f"{skipped + never} Label Studio tasks read as text without entities: {what} ({option})"
+                if keep_unannotated
+                else f"{skipped + never} Label Studio tasks left out: {what} ({option} reads them as text "
+                "without entities)"
+            )
+        if self.records.get(MERGED):
+            parts.append(
+                f"{len(self.records[MERGED])} duplicate records merged (the same text and annotation)"
+            )
+        if self.records.get(DISAGREE):
+            parts.append(
+                f"{len(self.records[DISAGREE])} texts in several records with different annotations (one used, "
+                "named above)"
+            )
+        return "; ".join(parts) or None

@@ -119,6 +119,13 @@ def need_list(value: Any, where: str, key: str) -> list[Any]:
     return value
 
 
+def need_flag(value: Any, where: str, key: str) -> bool:
+    """A true/false field; absent (None) is false."""
+    if value is not None and not isinstance(value, bool):
+        raise AnnotationFormatError(f"{where}: expected {key!r} true or false, found {_shown(value)}")
+    return bool(value)
+
+
 def char_span(
     text: str, start: Any, end: Any, label: Any, where: str, audit: Audit, claimed: Any = None
 ) -> CharSpan | None:

@@ -4,7 +4,7 @@ A split ``NAME`` (``train``, ``valid``, ``test``) is ``NAME.txt`` (CoNLL, as alw
 suffix of some format of the registry (``Format.suffixes``: ``NAME.conll``, ``NAME.conllu``, ``NAME.jsonl``,
 ``NAME.json``, or a brat folder ``NAME/``), looked up in the registry's order. Span formats go through the same
 conversion as ``convert`` (its policies: ``data.align``, ``data.overlap``, ``data.labels``, ``data.types``,
-``data.outside``), and its audit is logged.
+``data.outside``, ``data.keep_unannotated``), and its audit is logged.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from ner_app.text.annotations.convert import Options, convert_files
-from ner_app.text.annotations.model import AnnotationFormatError, Audit
-from ner_app.text.annotations.registry import detect_format, split_suffixes
+from ner_app.text.annotations.model import DISAGREE, AnnotationFormatError, Audit
+from ner_app.text.annotations.registry import detect_format, span_formats, split_suffixes
 from ner_app.text.annotations.resolve import Policy
 from ner_app.text.conll import Sentence, read_conll
 
@@ -83,18 +83,25 @@ def read_split(
     logged = audit is None
     audit = Audit() if audit is None else audit
     converted = convert_files(fmt, [path], options, audit)
+    records = audit.records_summary(options.keep_unannotated, "data.keep_unannotated: true")
     if logged:
-        for line in audit.lines:
+        for line in [*audit.lines, *audit.records.get(DISAGREE, [])]:
             log.warning("%s", line)
         if audit.lines:
             log.warning("%s: %d spans moved, cut or dropped (listed above)", path, audit.changed)
+        if records:
+            log.warning("%s: %s", path, records)
+    placed = fmt in span_formats()  # a document of raw text is one place: a task, a line, a brat file
     sentences: list[Sentence] = []
     for doc, document in enumerate(converted):
         found = re.search(r":(\d+)", document.where[len(str(path)) :])
         first = (
             int(found.group(1)) if found else 1
         )  # the document's line (its sentences have none of their own)
-        sentences.extend(Sentence(tokens, tags, first, doc) for tokens, tags in document.sentences if tokens)
+        where = document.where if placed else None
+        sentences.extend(
+            Sentence(tokens, tags, first, doc, where) for tokens, tags in document.sentences if tokens
+        )
     if not sentences:
-        raise AnnotationFormatError(f"{path}: no sentences in it")
+        raise AnnotationFormatError(f"{path}: no sentences in it" + (f" ({records})" if records else ""))
     return sentences

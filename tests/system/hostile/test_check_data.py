@@ -67,6 +67,18 @@ def test_a_bad_split_file_is_one_line_naming_it(tmp_path, capsys, train, where):
     assert capsys.readouterr().out == ""  # no half report
 
 
+def test_a_label_studio_flag_of_another_type_is_one_line(tmp_path, capsys):
+    """``was_cancelled`` decides whether a task is trained: a value other than true or false is refused."""
+    tasks = [{"id": 4, "data": {"text": "Sony"}, "annotations": [{"result": [], "was_cancelled": "false"}]}]
+    folder = folder_of(tmp_path, json.dumps(tasks).encode(), ".json")  # train is read first
+    assert main(["check-data", str(folder)]) == 2
+    one_error_line(
+        capsys,
+        f"{folder}/train.json:task 4, annotation 1: expected 'was_cancelled' true or false, found str \"false\"",
+    )
+    assert capsys.readouterr().out == ""
+
+
 def test_a_line_over_the_bound_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(limits, "MAX_ANNOTATION_LINE_BYTES", 1000)
     folder = folder_of(tmp_path, json.dumps({"text": "x" * 5000, "label": []}).encode())

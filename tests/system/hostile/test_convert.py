@@ -109,6 +109,22 @@ CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
         [],
         "{d}/a.json:task 7: a result of type 'rectanglelabels'; expected text spans",
     ),
+    "label studio was_cancelled not a flag": (
+        {
+            "a.json": json.dumps(
+                [{**TEXT_TASK, "annotations": [{"result": [], "was_cancelled": "yes"}]}]
+            ).encode()
+        },
+        "labelstudio",
+        [],
+        "{d}/a.json:task 8, annotation 1: expected 'was_cancelled' true or false, found str \"yes\"",
+    ),
+    "label studio ground_truth not a flag": (
+        {"a.json": json.dumps([{**TEXT_TASK, "annotations": [{"result": [], "ground_truth": 1}]}]).encode()},
+        "labelstudio",
+        [],
+        "{d}/a.json:task 8, annotation 1: expected 'ground_truth' true or false, found int 1",
+    ),
     "label studio bad json": (
         {"a.json": b'[{"id": 1,\n "data": }]'},
         "labelstudio",
