@@ -38,6 +38,7 @@ from ner_app.records import read_json
 from ner_app.server.label_studio_client import LabelStudioClient
 from ner_app.server.labeling_config import LabelingConfig, LabelMap, map_labels, parse_labeling_config
 from ner_app.server.request_body import BAD_REQUEST, BadRequest
+from ner_app.tagger.version import model_name, model_version
 
 STATE = "state.json"
 STATE_FORMAT = "ner_app.label_studio_backend/1"
@@ -87,13 +88,6 @@ class Version:
     model_version: str
     heldout_f1: float | None = None
     trained_on: int = 0
-
-
-def model_version(export: Path, name: str) -> str:
-    """``NAME-xxxxxxxx``: a name and the start of the export's weights' sha256 (recorded in its tagger.json)."""
-    record = read_json(export / "tagger.json", 1 << 28, what="a tagger.json")
-    digest = record.get("integrity", {}).get("weights_sha256", "") if isinstance(record, dict) else ""
-    return f"{name}-{str(digest)[:8]}" if digest else name
 
 
 def held_out(task_id: Any, share: float) -> bool:
@@ -169,9 +163,7 @@ class Backend:
             self.project = state.get("project")
             return versions
         workdir.mkdir(parents=True, exist_ok=True)
-        first = Version(
-            0, str(self.spec.model.resolve()), model_version(self.spec.model, self.spec.model.name)
-        )
+        first = Version(0, str(self.spec.model.resolve()), model_version(self.spec.model))
         self._save([first], first)
         return [first]
 
@@ -406,7 +398,7 @@ class Backend:
         new_f1 = evaluate_file(candidate.predictor, gold)[0]["f1"]
         with self._lock:
             old_f1 = evaluate_file(self.tagger.predictor, gold)[0]["f1"]
-        name = f"{self.spec.model.name}-v{number}"
+        name = f"{model_name(self.spec.model)}-v{number}"
         version = Version(number, str(export), model_version(export, name), new_f1, len(train))
         seconds = time.monotonic() - started
         if new_f1 < old_f1:

@@ -39,10 +39,15 @@ def recorded_weights_sha256(spec_path: Path) -> str | None:
     return digest if isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) else None
 
 
-def model_version(export: Path) -> str:
-    """``NAME-HASH``: the export's folder name (the run's, for a run's ``export/`` folder) and the first
-    ``SHORT`` hex digits of its weights' sha256; the name alone when no digest is recorded."""
+def model_name(export: Path) -> str:
+    """The export's folder name, or the run's for a run's ``export/`` folder."""
     folder = export.resolve()
-    name = folder.parent.name if folder.name == "export" and folder.parent.name else folder.name
-    digest = recorded_weights_sha256(folder / "tagger.json")
+    return folder.parent.name if folder.name == "export" and folder.parent.name else folder.name
+
+
+def model_version(export: Path, name: str | None = None) -> str:
+    """``NAME-HASH``: ``name`` (default ``model_name``) and the first ``SHORT`` hex digits of the export's
+    weights' sha256; the name alone when no digest is recorded."""
+    name = model_name(export) if name is None else name
+    digest = recorded_weights_sha256(export.resolve() / "tagger.json")
     return f"{name}-{digest[:SHORT]}" if digest else name

@@ -46,7 +46,7 @@ def test_predict_answers_what_label_studio_reads(model: Path, continue_config: P
     answer = b.predict({"tasks": tasks, "project": SETUP["project"], "label_config": NER_TEMPLATE})
     assert len(answer["results"]) == len(tasks)
     version = answer["model_version"]
-    assert version.startswith("export-") and len(version) == len("export-") + 8
+    assert version.startswith("run-") and len(version) == len("run-") + 8
     first = answer["results"][0]
     assert first["model_version"] == version and 0 < first["score"] <= 1
     spans = {(r["value"]["text"], r["value"]["labels"][0]) for r in first["result"]}
@@ -158,7 +158,7 @@ def test_training_switches_and_a_restart_serves_the_new_version(
     }
     wait_training(b)
     assert b.current.number == 1, lines
-    assert b.current.model_version.startswith("export-v1-") and b.current.model_version != first
+    assert b.current.model_version.startswith("run-v1-") and b.current.model_version != first
     heldout = [t for t in tasks if held_out(t["id"], 0.3)]
     assert lines[-1].startswith(f"serving {b.current.model_version} (was {first}): held-out F1 ")
     assert f"on {len(heldout)} tasks, trained on {len(tasks) - len(heldout)}" in lines[-1]

@@ -95,7 +95,7 @@ def request(
 def test_routes_and_errors(model: Path, continue_config: Path, tmp_path: Path) -> None:
     with backend(model, tmp_path / "w", continue_config, "--no-train") as (port, process):
         status, health = request(port, "GET", "/health")
-        assert status == 200 and health["status"] == "UP" and health["model_version"].startswith("export-")
+        assert status == 200 and health["status"] == "UP" and health["model_version"].startswith("run-")
         assert request(port, "POST", "/setup", SETUP) == (200, {"model_version": health["model_version"]})
         tasks = [{"id": 5, "data": {"text": "Bob Jones met Acme Corp in Berlin ."}}]
         status, answer = request(
@@ -167,7 +167,7 @@ def test_an_annotation_event_trains_a_new_version(
         while (after := request(port, "GET", "/health")[1])["model_version"] == before["model_version"]:
             assert time.monotonic() < deadline, "no new version"
             time.sleep(0.5)
-        assert after["model_version"].startswith("export-v1-")
+        assert after["model_version"].startswith("run-v1-")
         answer = request(
             port,
             "POST",
