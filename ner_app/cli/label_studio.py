@@ -35,9 +35,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     backend.add_argument(
         "--config",
-        default="configs/own_data_continue.yaml",
-        help="the training config, whose architecture must be the model's (default %(default)s, which continues "
-        "the shipped tagger)",
+        help="the training config, whose architecture must be the model's (default: the repository's "
+        "configs/own_data_continue.yaml, which continues the shipped tagger)",
     )
     backend.add_argument("--port", type=port_number, default=9090, help="TCP port (default %(default)s)")
     backend.add_argument(
@@ -98,7 +97,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ner_app.predict.shipped import SHIPPED_MODEL, shipped
+    from ner_app.predict.shipped import REPOSITORY, SHIPPED_MODEL, shipped
     from ner_app.server.label_studio_backend import Backend, BackendSpec
     from ner_app.server.label_studio_http import run_server
     from ner_app.server.server import check_port
@@ -107,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     model = Path(args.model) if args.model else shipped(SHIPPED_MODEL, "CoNLL-2003 tagger")
     if not (model / "tagger.json").is_file():
         raise NerAppError(f"--model {model}: not an export (expected a folder with tagger.json)")
-    config = Path(args.config)
+    config = Path(args.config) if args.config else REPOSITORY / "configs" / "own_data_continue.yaml"
     if not config.is_file():
         raise NerAppError(
             f"--config {config}: not found (a training config; see configs/own_data_continue.yaml)"

@@ -19,6 +19,7 @@ version it served.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -90,6 +91,13 @@ class Version:
     trained_on: int = 0
 
 
+def utf16_offsets(text: str) -> Callable[[int], int]:
+    """Code-point offsets of ``text`` as Label Studio's editor counts them: in UTF-16 code units (JavaScript
+    string indices), two for a character outside the Basic Multilingual Plane (an emoji)."""
+    astral = [i for i, c in enumerate(text) if ord(c) > 0xFFFF]
+    return lambda offset: offset + bisect.bisect_left(astral, offset)
+
+
 def held_out(task_id: Any, share: float) -> bool:
     """Whether the task of this id is held out: a fixed hash of the id, so the answer never changes."""
     digest = hashlib.sha256(str(task_id).encode()).digest()
@@ -154,7 +162,7 @@ class Backend:
             )
         state = self._state()
         if state:
-            versions = [Version(**v) for v in state["versions"]]
+            versions = _versions_of(state, workdir / STATE)
             if versions[0].export != str(self.spec.model.resolve()):
                 raise NerAppError(
                     f"--workdir {workdir}: holds the versions of {versions[0].export}, not of {self.spec.model}; "
@@ -240,7 +248,8 @@ class Backend:
             lines = tagger.predict_lines(texts)
             scores = self._task_scores(tagger, texts, lines)
         results = []
-        for line, score in zip(lines, scores, strict=True):
+        for text, line, score in zip(texts, lines, scores, strict=True):
+            units = utf16_offsets(text)
             regions = [
                 {
                     "id": f"ner{n}",
@@ -248,8 +257,8 @@ class Backend:
                     "to_name": config.to_name,
                     "type": "labels",
                     "value": {
-                        "start": e.start,
-                        "end": e.end,
+                        "start": units(e.start),
+                        "end": units(e.end),
                         "text": e.text,
                         "labels": [mapped.label_of[e.type]],
                     },
@@ -485,6 +494,31 @@ class Backend:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def _versions_of(state: dict[str, Any], path: Path) -> list[Version]:
+    """The versions a state file records, each field of its type; one line naming the file otherwise."""
+    fields: dict[str, tuple[type, ...]] = {
+        "number": (int,),
+        "export": (str,),
+        "model_version": (str,),
+        "heldout_f1": (float, int, type(None)),
+        "trained_on": (int,),
+    }
+    records = state.get("versions")
+    records = records if isinstance(records, list) else []
+    good = bool(records) and all(
+        isinstance(r, dict) and set(r) == set(fields) and all(isinstance(r[k], t) for k, t in fields.items())
+        for r in records
+    )
+    if not good or state.get("serving") not in [r["number"] for r in records]:
+        raise NerAppError(
+            f"{path}: not a state file of ner-app label-studio (its versions are damaged); give another --workdir"
+        )
+    project = state.get("project")
+    if project is not None and (not isinstance(project, int) or isinstance(project, bool)):
+        raise NerAppError(f"{path}: not a state file of ner-app label-studio (project {str(project)[:40]!r})")
+    return [Version(**r) for r in records]
 
 
 def _last_line(path: Path) -> str:

@@ -164,3 +164,47 @@ def test_outside_unknown_refuses_token_formats(tmp_path, capsys):
     assert "outside unknown is for span formats" in capsys.readouterr().err and not out.exists()
     with pytest.raises(AnnotationFormatError, match=r"train.txt: outside unknown is for span formats"):
         load_corpus(str(TINY), None, "BIOES", options=reading_options(outside="unknown"))
+
+
+# ---------------------------------------------------------------------------- the loop from one export
+LOOP = [
+    "python -m ner_app split export.json --output mine",
+    "python -m ner_app check-data mine/",
+    "python -m ner_app train --config configs/own_data_continue.yaml --init-from data/models/conll2003 data.dir=mine "
+    "data.previous_dev=mine/test.txt",
+    "python -m ner_app predict --model runs/own_data_continue/export --input news.txt --format labelstudio "
+    "--output pre.json",
+]
+
+
+def test_documented_loop(tmp_path):
+    """docs/own_data.md's loop as written, in a user's folder holding a copy of the repository's configs and the
+    shipped tagger: one Label Studio export split, checked, the shipped tagger continued on it for two epochs
+    with the old types scored on the user's own test split, and pre-annotations written by the new model."""
+    from tests.serve.label_studio.tasks import conll_tasks
+
+    tasks = [
+        *conll_tasks(TINY / "train.txt"),
+        *conll_tasks(TINY / "valid.txt", 100),
+        *conll_tasks(TINY / "test.txt", 200),
+    ]
+    (tmp_path / "export.json").write_text(json.dumps(tasks), encoding="utf-8")
+    (tmp_path / "news.txt").write_text("Acme Corp hired Bob Jones in Berlin.\n", encoding="utf-8")
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    shutil.copytree(ROOT / "data" / "models" / "conll2003", tmp_path / "data" / "models" / "conll2003")
+    (tmp_path / "pyproject.toml").write_text("")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for command in LOOP:
+        argv = [sys.executable, *shlex.split(command)[1:]]
+        if " train " in command:
+            argv += ["trainer.max_epochs=2", "trainer.threads=1", "trainer.enable_progress_bar=false"]
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+    metrics = json.loads((tmp_path / "runs/own_data_continue/metrics.json").read_text())
+    assert metrics["previous_dev"]["types"] == ["LOC", "MISC", "ORG", "PER"]
+    spec = json.loads((tmp_path / "runs/own_data_continue/export/tagger.json").read_text())
+    assert {t.split("-", 1)[-1] for t in spec["vocab"]["tags"] if t != "O"} == {"LOC", "MISC", "ORG", "PER"}
+    (task,) = json.loads((tmp_path / "pre.json").read_text(encoding="utf-8"))
+    assert task["predictions"][0]["model_version"].startswith("own_data_continue-")
+    labels = {r["value"]["text"]: r["value"]["labels"] for r in task["predictions"][0]["result"]}
+    assert labels == {"Acme Corp": ["ORG"], "Bob Jones": ["PER"], "Berlin": ["LOC"]}

@@ -67,11 +67,15 @@ def by_precedence() -> list[Format]:
 def detect_format(path: Path) -> str:
     """The format of a file, from its name and first record: what ``convert`` and training use when none is
     given. Raises AnnotationFormatError when nothing fits."""
+    if path.is_file() and path.stat().st_size == 0:  # no first line to tell a format by: say what it is
+        raise AnnotationFormatError(f"{path}: empty: no sentences or records to read")
     probe = Probe(path)
     for fmt in by_precedence():
         if fmt.detect(probe):
             return fmt.name
     sharing = [f for f in by_precedence() if path.suffix and path.suffix in f.suffixes]
+    if len(sharing) == 1 and path.is_file():  # the name alone says it: its reader names what is wrong inside
+        return sharing[0].name
     if len(sharing) > 1 and not is_special(path):  # several formats of this name: the first record decides
         clues = [f.clue for f in sharing]
         raise AnnotationFormatError(

@@ -62,6 +62,19 @@ def test_predict_answers_what_label_studio_reads(model: Path, continue_config: P
     assert answer["results"][1]["result"] == []
 
 
+def test_offsets_count_utf16_units_as_label_studio_does(
+    model: Path, continue_config: Path, tmp_path: Path
+) -> None:
+    text = "\U0001f642 Alice Smith flew to Paris ."
+    b = backend(model, tmp_path / "w", continue_config)
+    (answer,) = b.predict({"tasks": [{"data": {"text": text}}], "label_config": NER_TEMPLATE})["results"]
+    wide = text.encode("utf-16-le")
+    assert {r["value"]["text"] for r in answer["result"]} == {"Alice Smith", "Paris"}
+    for region in answer["result"]:
+        start, end = region["value"]["start"], region["value"]["end"]
+        assert wide[2 * start : 2 * end].decode("utf-16-le") == region["value"]["text"]
+
+
 def test_task_scores_are_confidences_that_agree_with_select(
     model: Path, continue_config: Path, tmp_path: Path
 ) -> None:
