@@ -224,7 +224,7 @@ def main() -> None:
             call(f"{backend_url}/predict", "POST", {"tasks": [task], "label_config": NER_TEMPLATE})
             direct.append(time.monotonic() - begin)
 
-        from ner_app.server.label_studio_backend import held_out
+        from ner_app.server.backend_training import held_out
 
         records = []
         done = 0

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ner_app.cli.convert import add_reading_arguments
+from ner_app.cli.convert import add_reading_arguments, reading_options
 from ner_app.errors import NerAppError
 from ner_app.text.annotations.format import Options
 
@@ -45,8 +45,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Options]:
     """The split files, their format and the reading options, from --config, DIR or --train/--dev/--test."""
-    from ner_app.text.annotations.convert import label_map, type_list
-    from ner_app.text.annotations.resolve import Policy
     from ner_app.train.corpus import data_reading, split_paths
 
     files = {
@@ -67,15 +65,7 @@ def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Opt
                 f"{data.hub_name!r}"
             )
         return split_paths(data.dir, data.format), data.format, data_reading(data)
-    options = Options(
-        Policy(label_map(args.labels, "--labels"), type_list(args.types), args.overlap),
-        args.align,
-        "IOB2",
-        args.tag_column,
-        args.annotation,
-        args.outside,
-        args.keep_unannotated,
-    )
+    options = reading_options(args, "IOB2")
     if args.folder:
         folder = Path(args.folder)
         if not folder.is_dir():

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ner_app.errors import NerAppError
+
+if TYPE_CHECKING:
+    from ner_app.text.annotations.format import Options
 
 
 def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +89,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def reading_options(args: argparse.Namespace, scheme: str) -> Options:
+    """The ``Options`` of the arguments ``add_reading_arguments`` added, with the output's tag ``scheme``."""
+    from ner_app.text.annotations.convert import label_map, type_list
+    from ner_app.text.annotations.format import Options
+    from ner_app.text.annotations.resolve import Policy
+
+    return Options(
+        Policy(label_map(args.labels, "--labels"), type_list(args.types), args.overlap),
+        args.align,
+        scheme,
+        args.tag_column,
+        args.annotation,
+        args.outside,
+        args.keep_unannotated,
+    )
+
+
 def _ours(start: bytes) -> bool:
     """What a CoNLL or JSONL output of convert starts with."""
     return start.startswith((b"-DOCSTART- O\n", b'{"text": ')) or not start
@@ -95,14 +116,10 @@ def run(args: argparse.Namespace) -> int:
     from ner_app.text.annotations.convert import (
         convert_files,
         count_entities,
-        label_map,
-        type_list,
         write_converted,
     )
-    from ner_app.text.annotations.format import Options
     from ner_app.text.annotations.model import DISAGREE, Audit
     from ner_app.text.annotations.registry import detect_format
-    from ner_app.text.annotations.resolve import Policy
 
     out = Path(args.output)
     if out.suffix not in (".conll", ".txt", ".jsonl"):
@@ -114,15 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if path.resolve() == out.resolve() or (path.is_dir() and path.resolve() in out.resolve().parents):
             raise NerAppError(f"{out}: is an input (or inside one); choose another output name")
     refuse_foreign_file(out, _ours, "an output of convert")
-    options = Options(
-        Policy(label_map(args.labels, "--labels"), type_list(args.types), args.overlap),
-        args.align,
-        args.scheme,
-        args.tag_column,
-        args.annotation,
-        args.outside,
-        args.keep_unannotated,
-    )
+    options = reading_options(args, args.scheme)
     formats = {p: args.fmt or detect_format(p) for p in inputs}
     audit = Audit()
     converted = [d for p in inputs for d in convert_files(formats[p], [p], options, audit)]

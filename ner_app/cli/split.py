@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ner_app.cli.convert import add_reading_arguments
+from ner_app.cli.convert import add_reading_arguments, reading_options
 from ner_app.errors import NerAppError
 
 REPORT = "split.json"  # the record of what went where, written beside the three files; also marks the folder
@@ -92,11 +92,8 @@ def table(counts: dict[str, dict[str, Any]], unit: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ner_app.files import atomic_folder, refuse_foreign, write_text
-    from ner_app.text.annotations.convert import label_map, type_list
     from ner_app.text.annotations.divide import divide, read_units, write_division
-    from ner_app.text.annotations.format import Options
     from ner_app.text.annotations.model import Audit
-    from ner_app.text.annotations.resolve import Policy
     from ner_app.text.annotations.splits import split_format
 
     source, out = Path(args.input), Path(args.output)
@@ -120,14 +117,7 @@ def run(args: argparse.Namespace) -> int:
             "apply; rename or keep types with convert first (convert --labels ... --output all.conll)"
         )
     refuse_foreign(out, _ours, "an output of split")
-    options = Options(
-        Policy(label_map(args.labels, "--labels"), type_list(args.types), args.overlap),
-        args.align,
-        args.scheme,
-        args.tag_column,
-        args.annotation,
-        args.outside,
-    )
+    options = reading_options(args, args.scheme)
     audit = Audit()
     units = read_units(source, args.fmt, options, audit, args.by)
     division = divide(units, str(source), dev, test, args.seed, args.by)

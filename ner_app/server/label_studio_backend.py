@@ -20,29 +20,22 @@ version it served.
 from __future__ import annotations
 
 import bisect
-import hashlib
-import json
-import os
-import signal
-import subprocess
-import sys
+import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ner_app.errors import NerAppError
-from ner_app.files import write_text
-from ner_app.records import read_json
+from ner_app.server.backend_training import Training, TrainingSpec, annotated, held_out
+from ner_app.server.backend_versions import Version, Versions
 from ner_app.server.label_studio_client import LabelStudioClient
 from ner_app.server.labeling_config import LabelingConfig, LabelMap, map_labels, parse_labeling_config
-from ner_app.server.request_body import BAD_REQUEST, BadRequest
+from ner_app.server.request_body import BAD_REQUEST, TOO_LARGE, BadRequest
 from ner_app.tagger.version import model_name, model_version
 
-STATE = "state.json"
-STATE_FORMAT = "ner_app.label_studio_backend/1"
 TASK_SCORES = ("mnlp", "least-confidence", "margin", "min-entity")
 TRAINING_ACTIONS = frozenset(
     {
@@ -79,37 +72,11 @@ class BackendSpec:
     train_timeout: float = 3600.0
 
 
-@dataclass(frozen=True)
-class Version:
-    """A model the backend served or serves: its number (0: the one it started from), export folder, version
-    name, and the held-out F1 and the number of tasks it was trained on (None, 0 for version 0)."""
-
-    number: int
-    export: str
-    model_version: str
-    heldout_f1: float | None = None
-    trained_on: int = 0
-
-
 def utf16_offsets(text: str) -> Callable[[int], int]:
     """Code-point offsets of ``text`` as Label Studio's editor counts them: in UTF-16 code units (JavaScript
     string indices), two for a character outside the Basic Multilingual Plane (an emoji)."""
     astral = [i for i, c in enumerate(text) if ord(c) > 0xFFFF]
     return lambda offset: offset + bisect.bisect_left(astral, offset)
-
-
-def held_out(task_id: Any, share: float) -> bool:
-    """Whether the task of this id is held out: a fixed hash of the id, so the answer never changes."""
-    digest = hashlib.sha256(str(task_id).encode()).digest()
-    return int.from_bytes(digest[:4], "big") < share * (1 << 32)
-
-
-def _annotated(task: dict[str, Any]) -> bool:
-    """A task with an annotation that was not skipped."""
-    annotations = task.get("annotations")
-    return isinstance(annotations, list) and any(
-        isinstance(a, dict) and not a.get("was_cancelled") for a in annotations
-    )
 
 
 class Backend:
@@ -120,69 +87,34 @@ class Backend:
 
         self.spec, self.log = spec, log
         self._load = load_tagger
-        self._lock = threading.Lock()  # the serving model and the state
+        self._lock = threading.Lock()  # the serving model and the versions
         self._training = threading.Lock()  # one training at a time
         self._pending = False
         self._given: list[dict[str, Any]] | None = None
         self._thread: threading.Thread | None = None
-        self._process: subprocess.Popen[bytes] | None = None
         self._stopping = False
-        self.project: int | None = None
         self.hostname: str | None = None
         self.access_token: str | None = None
-        self.config: LabelingConfig | None = None
-        self.label_map: LabelMap | None = None
         self._configs: dict[str, tuple[LabelingConfig, LabelMap]] = {}
-        self.versions = self._versions()
-        self.current = self.versions[-1]
-        for version in reversed(self.versions):
-            if version.number == self._state().get("serving", self.current.number):
-                self.current = version
+        first = Version(0, str(spec.model.resolve()), model_version(spec.model))
+        self.versions = Versions.open(spec.workdir, first)
+        self.current = self.versions.served
         self.tagger = self._load(Path(self.current.export))
-
-    # ----- state
-
-    def _state(self) -> dict[str, Any]:
-        path = self.spec.workdir / STATE
-        if not path.exists():
-            return {}
-        state = read_json(path, 1 << 24, what="the backend's state file")
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise NerAppError(f"{path}: not a state file of ner-app label-studio; give another --workdir")
-        return state
-
-    def _versions(self) -> list[Version]:
-        workdir = self.spec.workdir
-        if workdir.exists() and not workdir.is_dir():
-            raise NerAppError(f"--workdir {workdir}: not a folder")
-        if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / STATE).exists():
-            raise NerAppError(
-                f"--workdir {workdir}: a folder ner-app label-studio did not make (no {STATE}); give a new or "
-                "empty folder"
+        self.trainer = Training(
+            TrainingSpec(
+                spec.config,
+                spec.max_epochs,
+                spec.threads,
+                spec.seed,
+                spec.labels,
+                spec.partial,
+                spec.train_timeout,
             )
-        state = self._state()
-        if state:
-            versions = _versions_of(state, workdir / STATE)
-            if versions[0].export != str(self.spec.model.resolve()):
-                raise NerAppError(
-                    f"--workdir {workdir}: holds the versions of {versions[0].export}, not of {self.spec.model}; "
-                    "give another --workdir"
-                )
-            self.project = state.get("project")
-            return versions
-        workdir.mkdir(parents=True, exist_ok=True)
-        first = Version(0, str(self.spec.model.resolve()), model_version(self.spec.model))
-        self._save([first], first)
-        return [first]
+        )
 
-    def _save(self, versions: Sequence[Version], serving: Version) -> None:
-        state = {
-            "format": STATE_FORMAT,
-            "project": self.project,
-            "serving": serving.number,
-            "versions": [asdict(v) for v in versions],
-        }
-        write_text(self.spec.workdir / STATE, json.dumps(state, indent=2) + "\n")
+    @property
+    def project(self) -> int | None:
+        return self.versions.project
 
     # ----- the protocol
 
@@ -196,9 +128,9 @@ class Backend:
             raise BadRequest(BAD_REQUEST, f'"project" is {str(value)[:40]!r}; expected "ID.TIMESTAMP"')
         project = int(head)
         with self._lock:
-            if self.project is None:
-                self.project = project
-                self._save(self.versions, self.current)
+            if self.versions.project is None:
+                self.versions.project = project
+                self.versions.save()
         if project != self.project:
             raise BadRequest(
                 BAD_REQUEST,
@@ -229,7 +161,7 @@ class Backend:
 
     def setup(self, body: dict[str, Any]) -> dict[str, Any]:
         self._project(body.get("project"))
-        self.config, self.label_map = self._labeling(body.get("schema"))
+        self._labeling(body.get("schema"))
         hostname, token = body.get("hostname"), body.get("access_token")
         self.hostname = hostname if isinstance(hostname, str) and hostname else self.hostname
         self.access_token = token if isinstance(token, str) and token else self.access_token
@@ -240,7 +172,7 @@ class Backend:
         if not isinstance(tasks, list) or not tasks:
             raise BadRequest(BAD_REQUEST, 'expected "tasks": a non-empty list of tasks')
         if len(tasks) > MAX_TASKS:
-            raise BadRequest(413, f"{len(tasks):,} tasks; at most {MAX_TASKS:,} in one request")
+            raise BadRequest(TOO_LARGE, f"{len(tasks):,} tasks; at most {MAX_TASKS:,} in one request")
         config, mapped = self._labeling(body.get("label_config"))
         texts = [self._text(task, config, i) for i, task in enumerate(tasks)]
         with self._lock:
@@ -278,7 +210,7 @@ class Backend:
             where = f"task {task.get('id')}" if isinstance(task, dict) and "id" in task else f"tasks[{i}]"
             raise BadRequest(BAD_REQUEST, f'{where}: expected its text in data["{config.text_key}"]')
         if len(text) > MAX_TEXT_CHARS:
-            raise BadRequest(413, f"tasks[{i}]: {len(text):,} characters; at most {MAX_TEXT_CHARS:,}")
+            raise BadRequest(TOO_LARGE, f"tasks[{i}]: {len(text):,} characters; at most {MAX_TEXT_CHARS:,}")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -291,8 +223,6 @@ class Backend:
         """Each task's confidence (lower: annotate sooner): ``mnlp`` exp(log P(best tags) / tokens),
         ``least-confidence`` P(best tags), ``margin`` P(best) - P(second best), ``min-entity`` the least
         probable entity's probability (1 with none)."""
-        import math
-
         kind = self.spec.task_score
         if kind == "min-entity":
             return [min((e.score for e in line.entities), default=1.0) for line in lines]
@@ -336,7 +266,7 @@ class Backend:
         if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
             raise BadRequest(BAD_REQUEST, 'expected "annotations": the list of annotated tasks')
         if "label_config" in body:
-            self.config, self.label_map = self._labeling(body["label_config"])
+            self._labeling(body["label_config"])
         return self.request_training(tasks)
 
     # ----- training
@@ -381,26 +311,22 @@ class Backend:
             raise NerAppError("no project has connected yet (Label Studio calls /setup when one does)")
         started = time.monotonic()
         tasks = given if given is not None else self._client().annotated_tasks(int(self.project or 0))
-        annotated = [t for t in tasks if _annotated(t)]
-        heldout = [t for t in annotated if held_out(t.get("id"), self.spec.heldout)]
-        train = [t for t in annotated if not held_out(t.get("id"), self.spec.heldout)]
+        done = [t for t in tasks if annotated(t)]
+        heldout = [t for t in done if held_out(t.get("id"), self.spec.heldout)]
+        train = [t for t in done if not held_out(t.get("id"), self.spec.heldout)]
         if len(heldout) < self.spec.min_heldout or not train:
             self.log(
-                f"not training yet: {len(annotated)} annotated tasks, {len(heldout)} held out; training starts "
+                f"not training yet: {len(done)} annotated tasks, {len(heldout)} held out; training starts "
                 f"once {self.spec.min_heldout} are held out (--min-heldout) and one is left to train on"
             )
             return
-        number = self.versions[-1].number + 1
-        folder = self.spec.workdir / "versions" / f"v{number}"
-        data = folder / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        for name, part in (("train", train), ("valid", heldout), ("test", heldout)):
-            write_text(data / f"{name}.json", json.dumps(part, ensure_ascii=False))
+        number, folder = self.versions.next_folder()
+        data = self.trainer.write_data(folder, train, heldout)
         self.log(
             f"training v{number} from {self.current.model_version}: {len(train)} tasks, {len(heldout)} held out"
         )
-        export = self._run_training(folder, data)
-        gold = self._heldout_gold(folder, data / "valid.json")
+        export = self.trainer.run(folder, data, Path(self.current.export))
+        gold = self.trainer.heldout_gold(folder, data / "valid.json")
         from ner_app.predict.evaluate import evaluate_file
 
         candidate = self._load(export)
@@ -410,120 +336,24 @@ class Backend:
         name = f"{model_name(self.spec.model)}-v{number}"
         version = Version(number, str(export), model_version(export, name), new_f1, len(train))
         seconds = time.monotonic() - started
+        with self._lock:
+            self.versions.all.append(version)
+            previous = self.current
+            if new_f1 >= old_f1:  # the switch: the next request is answered by the new model
+                self.tagger, self.current, self.versions.serving = candidate, version, number
+            self.versions.save()
         if new_f1 < old_f1:
             self.log(
-                f"kept {self.current.model_version}: v{number} has held-out F1 {new_f1:.2f} < {old_f1:.2f} on "
+                f"kept {previous.model_version}: v{number} has held-out F1 {new_f1:.2f} < {old_f1:.2f} on "
                 f"{len(heldout)} tasks ({seconds:.0f} s)"
             )
-            with self._lock:
-                self.versions.append(version)
-                self._save(self.versions, self.current)
-            return
-        with self._lock:
-            self.versions.append(version)
-            previous, self.tagger, self.current = self.current, candidate, version
-            self._save(self.versions, version)
-        self.log(
-            f"serving {version.model_version} (was {previous.model_version}): held-out F1 {old_f1:.2f} -> "
-            f"{new_f1:.2f} on {len(heldout)} tasks, trained on {len(train)} ({seconds:.0f} s)"
-        )
-
-    def _heldout_gold(self, folder: Path, heldout: Path) -> Path:
-        """The held-out tasks as a CoNLL file, read by the one reader training uses."""
-        from ner_app.text.annotations.convert import convert_files, write_converted
-        from ner_app.text.annotations.format import Options
-        from ner_app.text.annotations.model import Audit
-        from ner_app.text.annotations.resolve import Policy
-
-        converted = convert_files(
-            "labelstudio", [heldout], Options(Policy(self.spec.labels or {}, None)), Audit()
-        )
-        gold = folder / "heldout.conll"
-        write_converted(gold, converted)
-        return gold
-
-    def _run_training(self, folder: Path, data: Path) -> Path:
-        run = folder / "run"
-        command = [
-            sys.executable,
-            "-m",
-            "ner_app",
-            "train",
-            "--config",
-            str(self.spec.config.resolve()),
-            "--init-from",
-            str(Path(self.current.export).resolve()),
-            f"data.dir={json.dumps(str(data.resolve()))}",
-            f"output_dir={json.dumps(str(run.resolve()))}",
-            "data.format=labelstudio",
-            f"trainer.max_epochs={self.spec.max_epochs}",
-            f"trainer.threads={self.spec.threads}",
-            f"seed={self.spec.seed}",
-        ]
-        if self.spec.labels:
-            renames = ",".join(f"{k}={v}" for k, v in self.spec.labels.items())
-            command.append(f"data.labels={json.dumps(renames)}")
-        if self.spec.partial:
-            command.append("data.outside=unknown")
-        with open(folder / "train.log", "wb") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            self._process = process
-            try:
-                code = process.wait(timeout=self.spec.train_timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait()
-                raise NerAppError(
-                    f"training took longer than {self.spec.train_timeout:g} s (--train-timeout); stopped"
-                ) from None
-            finally:
-                self._process = None
-        if code != 0:
-            raise NerAppError(
-                f"train exited with {code}: {_last_line(folder / 'train.log')} (log: {folder / 'train.log'})"
+        else:
+            self.log(
+                f"serving {version.model_version} (was {previous.model_version}): held-out F1 {old_f1:.2f} -> "
+                f"{new_f1:.2f} on {len(heldout)} tasks, trained on {len(train)} ({seconds:.0f} s)"
             )
-        return run / "export"
 
     def stop(self) -> None:
         """Stop a training that runs (the server is stopping); its version is never served."""
         self._stopping = True
-        process = self._process
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-
-
-def _versions_of(state: dict[str, Any], path: Path) -> list[Version]:
-    """The versions a state file records, each field of its type; one line naming the file otherwise."""
-    fields: dict[str, tuple[type, ...]] = {
-        "number": (int,),
-        "export": (str,),
-        "model_version": (str,),
-        "heldout_f1": (float, int, type(None)),
-        "trained_on": (int,),
-    }
-    records = state.get("versions")
-    records = records if isinstance(records, list) else []
-    good = bool(records) and all(
-        isinstance(r, dict) and set(r) == set(fields) and all(isinstance(r[k], t) for k, t in fields.items())
-        for r in records
-    )
-    if not good or state.get("serving") not in [r["number"] for r in records]:
-        raise NerAppError(
-            f"{path}: not a state file of ner-app label-studio (its versions are damaged); give another --workdir"
-        )
-    project = state.get("project")
-    if project is not None and (not isinstance(project, int) or isinstance(project, bool)):
-        raise NerAppError(f"{path}: not a state file of ner-app label-studio (project {str(project)[:40]!r})")
-    return [Version(**r) for r in records]
-
-
-def _last_line(path: Path) -> str:
-    """The last non-empty line of a log (what ``train`` said when it failed), bounded."""
-    with open(path, "rb") as f:
-        f.seek(max(0, os.path.getsize(path) - 4096))
-        lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
+        self.trainer.stop()

@@ -67,7 +67,7 @@ def make_app(backend: Backend, body_timeout: float = 30.0) -> Starlette:
     async def versions(request: Request) -> Response:
         return JSONResponse(
             {
-                "versions": [v.model_version for v in backend.versions],
+                "versions": [v.model_version for v in backend.versions.all],
                 "model_version": backend.current.model_version,
             }
         )

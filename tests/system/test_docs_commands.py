@@ -115,6 +115,10 @@ TESTED: dict[str, str] = {
     ),
     "python -m ner_app predict --model runs/own_data/export --input news.txt --format labelstudio "
     "--output pre.json": "tests/train/test_own_data.py::test_documented_commands",
+    "python -m ner_app train --config configs/own_data_continue.yaml --init-from data/models/conll2003 "
+    "data.dir=mine data.previous_dev=mine/test.txt": "tests/train/test_own_data.py::test_documented_loop",
+    "python -m ner_app predict --model runs/own_data_continue/export --input news.txt --format labelstudio "
+    "--output pre.json": "tests/train/test_own_data.py::test_documented_loop",
     "python -m ner_app convert export.jsonl --from doccano --outside unknown --output mine/train.txt": (
         "tests/train/test_own_data.py::test_documented_convert_outside_unknown"
     ),

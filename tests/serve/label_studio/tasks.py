@@ -3,6 +3,7 @@ and its named-entity template as Label Studio 1.23 ships it."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,21 @@ NER_TEMPLATE = """<View>
   <Text name="text" value="$text"/>
 </View>
 """
+
+# What Label Studio 1.23 sends to /setup (ml/api_connector.py): the project as "ID.CREATED_TIMESTAMP", its config
+SETUP = {
+    "project": "3.1764662400",
+    "schema": NER_TEMPLATE,
+    "hostname": "http://127.0.0.1:1",
+    "access_token": "k",
+}
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def regions(

@@ -11,18 +11,13 @@ from pathlib import Path
 import pytest
 
 from ner_app.errors import NerAppError
-from ner_app.server.label_studio_backend import Backend, BackendSpec, held_out
+from ner_app.server.backend_training import held_out
+from ner_app.server.label_studio_backend import Backend, BackendSpec
 from ner_app.server.request_body import BadRequest
 from tests.helpers import TINY
-from tests.serve.label_studio.tasks import NER_TEMPLATE, conll_tasks
+from tests.serve.label_studio.tasks import NER_TEMPLATE, SETUP, conll_tasks
 
 pytestmark = pytest.mark.system
-SETUP = {
-    "project": "3.1764662400",
-    "schema": NER_TEMPLATE,
-    "hostname": "http://127.0.0.1:1",
-    "access_token": "k",
-}
 
 
 def backend(
@@ -202,7 +197,7 @@ def test_a_worse_model_is_not_served(model: Path, continue_config: Path, tmp_pat
     wait_training(b)
     assert b.current == first
     assert lines[-1].startswith(f"kept {first.model_version}: v1 has held-out F1 "), lines
-    assert len(b.versions) == 2  # tried and recorded, never served
+    assert len(b.versions.all) == 2  # tried and recorded, never served
 
 
 def test_a_failed_training_leaves_the_serving_model(model: Path, tmp_path: Path) -> None:
@@ -221,6 +216,10 @@ def test_a_failed_training_leaves_the_serving_model(model: Path, tmp_path: Path)
         f"training failed; still serving {first.model_version}: train exited with 2: "
     )
     assert "model.lstm_hidden is 24 in this run but 16 in the export" in lines[-1]
+    b.train({"annotations": conll_tasks(TINY / "train.txt") + conll_tasks(TINY / "valid.txt", first_id=100)})
+    wait_training(b)  # again: a new folder, never the one the failed training left
+    assert "model.lstm_hidden is 24" in lines[-1] and "versions/v2/train.log" in lines[-1]
+    assert b.current == first
 
 
 def test_too_few_held_out_tasks_wait(model: Path, continue_config: Path, tmp_path: Path) -> None:

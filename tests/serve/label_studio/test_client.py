@@ -3,12 +3,11 @@ both kinds of key, and every failure one line naming the URL."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from ner_app.server.label_studio_client import LabelStudioClient, LabelStudioError
 from tests.serve.label_studio.fake_api import JWT, LEGACY, label_studio_api
+from tests.serve.label_studio.tasks import free_port
 
 TASKS = [{"id": 1, "data": {"text": "Alice flew ."}, "annotations": []}]
 
@@ -29,12 +28,6 @@ def test_a_legacy_token_is_sent_as_is() -> None:
     with label_studio_api(TASKS) as (url, seen):
         assert LabelStudioClient(url + "/", LEGACY).annotated_tasks(3) == TASKS
     assert seen == [f"GET /api/projects/3/export?exportType=JSON Token {LEGACY}"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_failures_are_one_line() -> None:

@@ -21,21 +21,9 @@ import pytest
 
 from tests.helpers import REPO, TINY
 from tests.serve.label_studio.fake_api import LEGACY, label_studio_api
-from tests.serve.label_studio.tasks import NER_TEMPLATE, conll_tasks
+from tests.serve.label_studio.tasks import NER_TEMPLATE, SETUP, conll_tasks, free_port
 
 pytestmark = pytest.mark.system
-SETUP = {
-    "project": "3.1764662400",
-    "schema": NER_TEMPLATE,
-    "hostname": "http://127.0.0.1:1",
-    "access_token": "k",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, TINY
+from tests.serve.label_studio.tasks import free_port
 
 pytestmark = pytest.mark.slow
 LABEL_STUDIO = os.environ.get("LABEL_STUDIO_BIN") or shutil.which("label-studio")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.skipif(LABEL_STUDIO is None, reason="label-studio is not installed (pip install label-studio)")
