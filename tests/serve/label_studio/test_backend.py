@@ -64,7 +64,7 @@ def test_offsets_count_utf16_units_as_label_studio_does(
     b = backend(model, tmp_path / "w", continue_config)
     (answer,) = b.predict({"tasks": [{"data": {"text": text}}], "label_config": NER_TEMPLATE})["results"]
     wide = text.encode("utf-16-le")
-    assert {r["value"]["text"] for r in answer["result"]} == {"Alice Smith", "Paris"}
+    assert {"Alice Smith", "Paris"} <= {r["value"]["text"] for r in answer["result"]}
     for region in answer["result"]:
         start, end = region["value"]["start"], region["value"]["end"]
         assert wide[2 * start : 2 * end].decode("utf-16-le") == region["value"]["text"]
