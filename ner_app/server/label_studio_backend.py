@@ -292,7 +292,9 @@ class Backend:
                         return
                     self._pending, tasks = False, self._given
                 try:
-                    self._train_once(tasks)
+                    used = self._train_once(tasks)
+                    if used is not None and not self._stopping:
+                        self._check_for_more(used)
                 except NerAppError as err:
                     self.log(f"training failed; still serving {self.current.model_version}: {err}")
                 except Exception as err:  # noqa: BLE001 (the server goes on serving; the log says why)
@@ -300,13 +302,23 @@ class Backend:
                         f"training failed; still serving {self.current.model_version}: {type(err).__name__}: {err}"
                     )
 
+    def _check_for_more(self, used: frozenset[tuple[Any, ...]]) -> None:
+        """Label Studio may send an annotation's event before its export holds the annotation: after each
+        training from the export, read it again, and train once more if it holds annotations the training did
+        not see (the last ones of a burst would otherwise wait for the next event)."""
+        now = _annotations_of(self._client().annotated_tasks(int(self.project or 0)))
+        if now != used:
+            with self._lock:
+                self._pending, self._given = True, None
+
     def _client(self) -> LabelStudioClient:
         url = self.spec.label_studio_url or self.hostname
         if not url:
             raise NerAppError("no Label Studio URL: give --label-studio-url or set LABEL_STUDIO_URL")
         return LabelStudioClient(url, self.spec.api_key or self.access_token or "")
 
-    def _train_once(self, given: list[dict[str, Any]] | None) -> None:
+    def _train_once(self, given: list[dict[str, Any]] | None) -> frozenset[tuple[Any, ...]] | None:
+        """One training; the annotations it read from Label Studio (None when they came in the request)."""
         if self.project is None and given is None:
             raise NerAppError("no project has connected yet (Label Studio calls /setup when one does)")
         started = time.monotonic()
@@ -319,7 +331,7 @@ class Backend:
                 f"not training yet: {len(done)} annotated tasks, {len(heldout)} held out; training starts "
                 f"once {self.spec.min_heldout} are held out (--min-heldout) and one is left to train on"
             )
-            return
+            return None if given is not None else _annotations_of(tasks)
         number, folder = self.versions.next_folder()
         data = self.trainer.write_data(folder, train, heldout)
         self.log(
@@ -352,8 +364,27 @@ class Backend:
                 f"serving {version.model_version} (was {previous.model_version}): held-out F1 {old_f1:.2f} -> "
                 f"{new_f1:.2f} on {len(heldout)} tasks, trained on {len(train)} ({seconds:.0f} s)"
             )
+        return None if given is not None else _annotations_of(tasks)
 
     def stop(self) -> None:
         """Stop a training that runs (the server is stopping); its version is never served."""
         self._stopping = True
         self.trainer.stop()
+
+
+def _annotations_of(tasks: list[dict[str, Any]]) -> frozenset[tuple[Any, ...]]:
+    """What a training read of an export: each task's id with the ids and update times of its annotations."""
+    found = set()
+    for task in tasks:
+        annotations = task.get("annotations")
+        for a in annotations if isinstance(annotations, list) else ():
+            if isinstance(a, dict):
+                found.add(
+                    (
+                        str(task.get("id")),
+                        str(a.get("id")),
+                        str(a.get("updated_at")),
+                        bool(a.get("was_cancelled")),
+                    )
+                )
+    return frozenset(found)

@@ -141,7 +141,8 @@ def test_an_annotation_event_trains_a_new_version(
         *conll_tasks(TINY / "valid.txt", 100),
         *conll_tasks(TINY / "test.txt", 200),
     ]
-    with label_studio_api(tasks) as (url, seen), backend(
+    # the export lags the events: the last task's annotation is in it only from its second reading on
+    with label_studio_api(tasks[:-1], later=tasks) as (url, seen), backend(
         weak_model, tmp_path / "w", continue_config, "--label-studio-url", url, "--api-key", LEGACY,
         "--heldout", "0.3", "--min-heldout", "1", "--max-epochs", "20",
     ) as (port, process):  # fmt: skip
@@ -163,7 +164,15 @@ def test_an_annotation_event_trains_a_new_version(
             {"tasks": [{"data": {"text": "Alice Smith flew to Paris ."}}], "label_config": NER_TEMPLATE},
         )[1]
         assert answer["results"][0]["model_version"] == after["model_version"]
+        state = tmp_path / "w" / "state.json"
+        while len(json.loads(state.read_text())["versions"]) < 3 or len(seen) < 4:
+            assert time.monotonic() < deadline, "no second training"
+            time.sleep(0.5)
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=30)[0]
-    assert seen == [f"GET /api/projects/3/export?exportType=JSON Token {LEGACY}"]
+    export = f"GET /api/projects/3/export?exportType=JSON Token {LEGACY}"
+    # v1 from the first reading; the second, after it, holds one more annotation: v2 from a third; the fourth,
+    # after v2, holds nothing new
+    assert seen == [export] * 4, output
+    assert f"training v2 from {after['model_version']}: " in output
     assert f"serving {after['model_version']} (was {before['model_version']}): held-out F1 " in output
