@@ -71,8 +71,11 @@ def wait_up(url: str, seconds: float, process: subprocess.Popen[bytes] | None = 
 def sentences(path: Path, count: int) -> list[tuple[list[str], list[str]]]:
     from ner_app.text.conll import read_conll
 
-    found = [(list(s.tokens), list(s.tags)) for s in read_conll(path) if len(s.tokens) >= 3]
-    return found[:count]
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for s in read_conll(path):  # one task a text: a sentence that occurs twice (a headline) is one task
+        if len(s.tokens) >= 3:
+            found.setdefault(" ".join(s.tokens), (list(s.tokens), list(s.tags)))
+    return list(found.values())[:count]
 
 
 def start_label_studio(binary: str, folder: Path, port: int, token: str) -> subprocess.Popen[bytes]:
