@@ -72,6 +72,7 @@ def main() -> None:
         tokens = sum(len(s) for s in sentences)
         source = Path(tmp) / "input.txt"
         source.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
+        # one output a command: each writes over its own earlier file only (the output policy)
         out = str(Path(tmp) / "out.hdf5")
         threads = ["--threads", str(args.threads)]
         embed = [
@@ -99,7 +100,7 @@ def main() -> None:
                 options,
                 weights,
                 str(source),
-                out,
+                str(Path(tmp) / "baseline.hdf5"),
             ],
             "ner_app embed, fp32": embed,
             "ner_app embed, bf16 autocast": [*embed, "--precision", "bf16"],
@@ -116,7 +117,7 @@ def main() -> None:
         folders = dict.fromkeys(commands, ROOT)
         if args.before is not None:  # ``python -m ner_app`` imports the package of its working folder
             for name in ("ner_app embed, fp32", "ner_app embed, bf16 autocast"):
-                commands[f"before: {name}"] = commands[name]
+                commands[f"before: {name}"] = [f"{out}.before" if a == out else a for a in commands[name]]
                 folders[f"before: {name}"] = args.before.resolve()
         processes = {
             name: partial(subprocess.run, command, cwd=folders[name], check=True, capture_output=True)

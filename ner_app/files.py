@@ -16,16 +16,20 @@ points, and the link is kept (``files.atomic_path`` does the writing).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
+import hashlib
+import json
 import os
 import shutil
 import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -132,7 +136,9 @@ def _sweep_stale(target: Path) -> None:
     export's ``.NAME.old-PID``) once untouched for ``STALE_AFTER_S``: a live writer keeps its file fresh."""
     now = time.time()
     for path in target.parent.glob(f".{glob.escape(target.name)}.*"):
-        stale = path.name.endswith(".tmp") or ".old-" in path.name
+        stale = (
+            path.name.endswith(".tmp") or ".old-" in path.name
+        ) and path.name != f".{target.name}{MARKER}"
         try:
             if stale and not path.is_symlink() and now - path.lstat().st_mtime > STALE_AFTER_S:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -176,8 +182,11 @@ def _copy_into(tmp: Path, target: BinaryIO) -> None:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, claim: Claim | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block succeeds it is fsynced and renamed to ``path``.
+
+    With ``claim`` (a command's output: callers check with ``claim_file`` before the work) a file that is there
+    is checked again before the rename, and the marker beside it records what was written.
 
     On any error (or SIGTERM, raised as an exception) the temporary file goes and ``path`` is untouched.
     ``-``, a character device and a FIFO with a reader are written through once the block succeeds (the
@@ -223,7 +232,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             raise OutputPathError(
                 f"{path}: turned into a special file while it was being written; not replaced"
             )
+        if claim is not None:
+            _refuse_foreign_file(path, path, claim)
+            digest = sha256_file(Path(tmp))
         os.replace(tmp, path)
+        if claim is not None:
+            _write_marker(path, False, claim.command, {path.name: digest})
     except OSError as err:
         if err.filename is None:  # a failed write() names no file: name the one the user asked for
             err.filename = str(path)
@@ -233,16 +247,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.unlink(tmp)
 
 
-def write_text(path: str | Path, text: str) -> Path:
+def write_text(path: str | Path, text: str, claim: Claim | None = None) -> Path:
     """``path`` holds ``text`` (UTF-8) or, after an error, what it held before."""
-    with atomic_path(path) as tmp:
+    with atomic_path(path, claim) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 
 
-def write_bytes(path: str | Path, payload: bytes | memoryview) -> Path:
+def write_bytes(path: str | Path, payload: bytes | memoryview, claim: Claim | None = None) -> Path:
     """``path`` holds ``payload`` or, after an error, what it held before."""
-    with atomic_path(path) as tmp:
+    with atomic_path(path, claim) as tmp:
         tmp.write_bytes(payload)
     return Path(path)
 
@@ -251,42 +265,224 @@ class FolderWriteError(NerAppError):
     """A folder that could not be written: it would replace something else, or the disk is full or failing."""
 
 
-def refuse_foreign(target: Path, ours: Callable[[Path], bool], what: str) -> None:
-    """A command never replaces what it did not write: ``target`` may be absent, an empty folder, or a
-    folder that ``ours`` recognises as ``what`` (an earlier output of the same command)."""
+# The output policy (docs/reliability.md#the-output-policy). A command replaces an existing output only when it is
+# its own earlier output, unchanged since, or the user said --overwrite. What it wrote is known by a marker: a
+# file's is the hidden ``.NAME.ner-app`` beside it, a folder's ``.ner-app`` inside it, each the command's name and
+# the sha256 of every file it wrote. A marker works for every format (a CoNLL file has no place for one), and an
+# edit by hand, a copy from elsewhere or another command's output never matches it: nothing is guessed from a
+# file's first bytes.
+MARKER = ".ner-app"
+_MARKER_MAX = 16 << 20  # bytes: a brat folder of 100,000 files records each in about 100 bytes
+
+
+class ForeignOutputError(NerAppError):
+    """An output path that holds something the command did not write (or that changed since it wrote it)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who writes an output: ``command`` (its marker names it), whether the user said ``--overwrite``, the
+    option that named the path, and ``also``: other commands whose unchanged output this one may replace
+    (``report`` redraws the page ``train`` drew)."""
+
+    command: str
+    overwrite: bool = False
+    option: str = "--output"
+    also: tuple[str, ...] = ()
+
+    def label(self, path: str | Path) -> str:
+        return f"{self.option} {path}".strip()
+
+
+def marker_path(target: Path, folder: bool) -> Path:
+    """Where the marker of ``target`` is: inside a folder output, beside a file output."""
+    return target / MARKER if folder else target.with_name(f".{target.name}{MARKER}")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _names(folder: Path, limit: int | None = None) -> list[str]:
+    """Every entry under ``folder`` but its marker and the folders themselves (a symlink is an entry, never
+    followed), as sorted relative paths; with ``limit``, the first ``limit`` found (a folder named by mistake,
+    a home folder, is not walked whole to be refused)."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        for name in [*files, *(d for d in dirs if (here / d).is_symlink())]:
+            relative = (here / name).relative_to(folder).as_posix()
+            if relative != MARKER:
+                found.append(relative)
+            if limit is not None and len(found) >= limit:
+                return sorted(found)
+    return sorted(found)
+
+
+def _listing(folder: Path) -> dict[str, str]:
+    """``_names`` with each file's sha256 (a symlink or a special file: a value no digest equals, so it is
+    never taken for something the command wrote)."""
+    regular = {n: folder / n for n in _names(folder)}
+    return {
+        n: sha256_file(p) if p.is_file() and not p.is_symlink() else "(not a file)"
+        for n, p in regular.items()
+    }
+
+
+def _recorded(target: Path, folder: bool, claim: Claim) -> dict[str, str]:
+    """The files (relative path -> sha256) that the marker of ``target`` says ``claim``'s command (or one of
+    ``also``) wrote; empty without a readable marker of one of them."""
+    path = marker_path(target, folder)
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MARKER_MAX:
+            return {}
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict) or data.get("command") not in (claim.command, *claim.also):
+        return {}
+    files = data.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _write_marker(target: Path, folder: bool, command: str, files: dict[str, str]) -> None:
+    record = {"written_by": f"ner_app {command}", "command": command, "files": files}
+    with atomic_path(marker_path(target, folder)) as tmp:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _own_file(where: Path, claim: Claim) -> bool:
+    """Whether the regular file ``where`` may be replaced: empty, --overwrite, or written by the command and
+    unchanged since."""
+    if claim.overwrite or where.stat().st_size == 0:
+        return True
+    recorded = _recorded(where, False, claim).get(where.name)
+    return recorded is not None and recorded == sha256_file(where)
+
+
+def _refuse_foreign_file(where: Path, path: str | Path, claim: Claim) -> None:
+    if where.exists() and not _own_file(where, claim):
+        raise ForeignOutputError(
+            f"{claim.label(path)}: exists and is not an earlier output of {claim.command} (or was changed since); "
+            "nothing was changed: choose another name, or add --overwrite to replace it"
+        )
+
+
+def claim_file(path: str | Path, claim: Claim) -> None:
+    """Before any work: ``path`` is a file output ``claim`` may write (``check_output``) and, when a regular
+    file is there, one it may replace (empty, its own unchanged earlier output, or --overwrite)."""
+    check_output(path, claim.option)
+    kind, where = output_target(path)
+    if kind == "file":
+        _refuse_foreign_file(where, path, claim)
+
+
+def claim_folder(target: Path, claim: Claim) -> None:
+    """Before any work: ``target`` is a folder output ``claim`` may write: absent, empty, its own unchanged
+    earlier output, or (--overwrite) a folder whose files the new output replaces, checked when it is
+    written (``atomic_folder``)."""
     if os.fspath(target) == STDOUT:
-        raise FolderWriteError(
-            f"{STDOUT}: this output is a folder, and standard output is not one; name a folder"
+        raise ForeignOutputError(
+            f"{claim.label(STDOUT)}: this output is a folder, and standard output is not one; name a folder"
         )
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise FolderWriteError(f"{target}: exists and is not a folder; choose another output folder")
-    if target.is_dir() and any(target.iterdir()) and not ours(target):
-        found = ", ".join(sorted(p.name for p in target.iterdir())[:4])
-        raise FolderWriteError(
-            f"{target}: exists and is not {what} (it holds {found}); nothing was changed: choose another output "
-            "folder, or remove that one yourself"
+        raise ForeignOutputError(
+            f"{claim.label(target)}: exists and is not a folder; nothing was changed: choose another output folder"
         )
-
-
-def refuse_foreign_file(target: Path, ours: Callable[[bytes], bool], what: str) -> None:
-    """A command never overwrites a file it did not write: ``target`` may be absent or a file whose first
-    bytes ``ours`` recognises as ``what``."""
-    kind, where = output_target(target)  # a folder, a block device, ... is refused here
-    if kind == "file" and where.exists():
-        target = where
-        with open(target, "rb") as f:  # a regular file: a FIFO or a device is written through, never read
-            start = f.read(64)
-        if not ours(start):
-            raise FolderWriteError(
-                f"{target}: exists and is not {what}; nothing was changed: choose another name"
+    if target.is_dir() and not claim.overwrite:
+        recorded = _recorded(target, True, claim)
+        names = _names(target, None if recorded else 4)
+        # names first: a folder without a marker is refused without reading its files
+        if names and (names != sorted(recorded) or _listing(target) != recorded):
+            found = ", ".join(names[:4])
+            raise ForeignOutputError(
+                f"{claim.label(target)}: exists and is not an earlier output of {claim.command}, or was changed "
+                f"since (it holds {found}); nothing was changed: choose another output folder, or add "
+                "--overwrite to replace the files it writes"
             )
 
 
+def _check_replace(target: Path, tmp: Path, claim: Claim) -> None:
+    """At the rename: ``target`` is still the command's to replace, and --overwrite never removes a file the
+    new output does not replace."""
+    claim_folder(target, claim)
+    if claim.overwrite and target.is_dir():
+        lost = sorted(set(_names(target)) - set(_names(tmp)) - set(_recorded(target, True, claim)))
+        if lost:
+            raise ForeignOutputError(
+                f"{claim.label(target)}: holds {', '.join(lost[:4])}, which this output would remove; nothing was "
+                "changed: choose another output folder, or move those files away"
+            )
+
+
+def write_into_folder(folder: Path, files: list[tuple[str, str]], claim: Claim) -> Path:
+    """``files`` (name, text) written into ``folder``. A new folder appears whole (``atomic_folder``). Into an
+    existing one only these files are written, each by an atomic rename; a file already there is replaced only
+    when it holds the same text, or the command wrote it and it is unchanged since, or with --overwrite.
+    Otherwise nothing is written and the first such file is named. Of the other files only the command's own
+    earlier ones, unchanged, are removed (``_drop_stale``); nothing else there is touched."""
+    claim_folder(folder, dataclasses.replace(claim, overwrite=True))  # a symlink or a file: refused
+    if not folder.exists():
+        with atomic_folder(folder, claim) as tmp:
+            for name, text in files:
+                (tmp / name).write_text(text, encoding="utf-8")
+        return folder
+    recorded = _recorded(folder, True, claim)
+    changed = []
+    for name, text in files:
+        path = folder / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            changed.append(name)
+        elif path.exists() and not claim.overwrite and not _holds(path, text.encode("utf-8")):
+            if recorded.get(name) != sha256_file(path):
+                changed.append(name)
+    if changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise ForeignOutputError(
+            f"{claim.label(folder)}: {changed[0]}{more} differs from what {claim.command} wrote there (changed "
+            "since, or not written by it); nothing was changed: choose another output folder, or add "
+            "--overwrite to replace those files"
+        )
+    for name, text in files:
+        write_text(folder / name, text)
+    written = {n: sha256_file(folder / n) for n, _ in files}
+    _write_marker(folder, True, claim.command, _drop_stale(folder, recorded, written) | written)
+    return folder
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the regular file ``path`` holds exactly ``data`` (read only when the sizes agree)."""
+    return path.stat().st_size == len(data) and path.read_bytes() == data
+
+
+def _drop_stale(folder: Path, recorded: dict[str, str], written: dict[str, str]) -> dict[str, str]:
+    """Remove what the command wrote into ``folder`` before and not now, where unchanged since (an earlier
+    run's ``doc000002.txt`` and ``.ann``), so the folder holds this run's output. A file changed since stays,
+    and so do the files of its name with other suffixes (an annotator's corrected ``.ann`` keeps its text).
+    Returns the stale files kept that are still as recorded."""
+    stale = {k: v for k, v in recorded.items() if k not in written and (folder / k).is_file()}
+    unchanged = {
+        k for k, v in stale.items() if not (folder / k).is_symlink() and sha256_file(folder / k) == v
+    }
+    changed_stems = {Path(k).with_suffix("").as_posix() for k in stale if k not in unchanged}
+    for name in sorted(unchanged):
+        if Path(name).with_suffix("").as_posix() not in changed_stems:
+            (folder / name).unlink()
+    return {k: stale[k] for k in unchanged if (folder / k).is_file()}
+
+
 @contextmanager
-def atomic_folder(target: Path) -> Iterator[Path]:
+def atomic_folder(target: Path, claim: Claim | None = None) -> Iterator[Path]:
     """Yield an empty temporary folder beside ``target``; on success it replaces ``target``, on any error it is
-    removed and ``target`` is left as it was. A full disk is one clear error. Callers check with
-    ``refuse_foreign`` first that ``target`` is theirs to replace."""
+    removed and ``target`` is left as it was. A full disk is one clear error. With ``claim`` (a command's output:
+    callers check with ``claim_folder`` before the work) ``target`` is checked again before the rename and the
+    folder carries its marker; without one (a run's own folder, a cache) the caller owns ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(target)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
@@ -302,6 +498,9 @@ def atomic_folder(target: Path) -> Iterator[Path]:
                 elif file.is_dir() and not file.is_symlink():
                     os.chmod(file, 0o777 & ~umask)
             os.chmod(tmp, 0o777 & ~umask)
+            if claim is not None:
+                _check_replace(target, tmp, claim)
+                _write_marker(tmp, True, claim.command, _listing(tmp))
             old = None
             if target.exists():
                 old = target.with_name(f".{target.name}.old-{os.getpid()}")

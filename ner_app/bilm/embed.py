@@ -23,7 +23,7 @@ from ner_app.bilm.document import (
     stream_layers,
 )
 from ner_app.errors import NerAppError, raise_if_stopped
-from ner_app.files import atomic_path, check_free_space
+from ner_app.files import Claim, atomic_path, check_free_space
 from ner_app.progress import progress_bar
 from ner_app.text.batching import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, budget_batches
 from ner_app.text.lines import read_lines
@@ -155,17 +155,19 @@ def write_lines(
     tokenize_lines: bool = False,
     max_tokens: int | None = EMBED_MAX_TOKENS,
     header: Callable[[h5py.File], None] | None = None,
+    claim: Claim | None = None,
 ) -> int:
     """The one embed reader: read the input lines (``read_sentences``), check the disk for ``floats`` float32
     numbers a line, run ``layer_batches`` and let ``write`` put each batch into the hdf5 file (``header``
-    writes the file's attributes first); the file appears whole or not at all. Returns the number of lines."""
+    writes the file's attributes first); the file appears whole or not at all (``claim``: as
+    ``files.atomic_path``). Returns the number of lines."""
     import h5py
 
     sentences, offsets = read_sentences(input_path, tokenize_lines)
     check_free_space(output_path, hdf5_size([floats(s) for s in sentences]))
     bilm = bilm.to(device).eval()
     check_context(bilm, context)  # before the output file is opened
-    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+    with atomic_path(output_path, claim) as tmp, h5py.File(tmp, "w") as out:
         if header is not None:
             header(out)
         bar = progress_bar(
@@ -205,6 +207,7 @@ def embed_file(
     precision: Precision = "fp32",
     tokenize_lines: bool = False,
     max_tokens: int | None = EMBED_MAX_TOKENS,
+    claim: Claim | None = None,
 ) -> int:
     """Write one float32 dataset per input line, named by its 0-based line number, shape (L+1, n_tokens, 2P).
 
@@ -236,6 +239,7 @@ def embed_file(
             max_stream_positions=max_stream_positions,
             tokenize_lines=tokenize_lines,
             max_tokens=max_tokens,
+            claim=claim,
         )
 
 

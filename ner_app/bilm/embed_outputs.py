@@ -19,6 +19,7 @@ from ner_app.bilm.embed import EMBED_BATCH_SIZE, EMBED_MAX_TOKENS, LayerBatch, w
 from ner_app.bilm.hub_outputs import HubOutputs, hub_outputs_from_layers, output_names
 from ner_app.bilm.scalar_mix import ScalarMix
 from ner_app.errors import NerAppError
+from ner_app.files import Claim
 
 
 def parse_outputs(text: str, n_lstm_layers: int) -> list[str]:
@@ -81,6 +82,7 @@ def embed_outputs_file(
     max_stream_positions: int = MAX_POSITIONS,
     tokenize_lines: bool = False,
     max_tokens: int | None = EMBED_MAX_TOKENS,
+    claim: Claim | None = None,
 ) -> int:
     """Write ``names`` of every input line (one per line, tokens split on single spaces, or raw text with
     ``tokenize_lines``, as ``embed`` reads them) to ``output_path``; a biLM call reads at most ``batch_size``
@@ -114,4 +116,5 @@ def embed_outputs_file(
         tokenize_lines=tokenize_lines,
         max_tokens=max_tokens,
         header=header,
+        claim=claim,
     )

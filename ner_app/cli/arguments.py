@@ -9,7 +9,10 @@ import argparse
 import importlib
 import inspect
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ner_app.files import Claim
 
 
 class Owned:
@@ -171,3 +174,21 @@ def add_gold_argument(parser: argparse.ArgumentParser, command: str, old: str) -
         "--from", dest="fmt", choices=format_names(), help="the gold file's format (default: detected)"
     )
     parser.set_defaults(gold_option="--gold")
+
+
+def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite``, the same on every command that writes (docs/reliability.md#the-output-policy)."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing output that this command did not write, or that was changed since it wrote "
+        "it (default: refused in one line; a folder's other files are never removed)",
+    )
+
+
+def output_claim(args: argparse.Namespace, option: str = "--output", *also: str) -> Claim:
+    """The ``files.Claim`` of this command's output named by ``option``: its name and ``--overwrite``
+    (``also``: other commands whose unchanged output it may replace)."""
+    from ner_app.files import Claim
+
+    return Claim(args.command, bool(getattr(args, "overwrite", False)), option, also)

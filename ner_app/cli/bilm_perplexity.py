@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from ner_app.cli.arguments import positive_int
+from ner_app.cli.arguments import add_overwrite_argument, output_claim, positive_int
 from ner_app.cli.common import is_stdout
 
 
@@ -58,6 +58,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     ppl.add_argument(
         "--output", metavar="FILE", help="also write the results as JSON here (- for standard output)"
     )
+    add_overwrite_argument(ppl)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     from ner_app.pretrain.perplexity import heldout_perplexities
 
     set_threads(args.threads)
+    if args.output:
+        from ner_app.files import claim_file
+
+        claim_file(args.output, output_claim(args))  # before the work: never a file it did not write
     results = heldout_perplexities(args.run_dir, args.heldout, args.context, args.max_sentences)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -86,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
                     file=shown,
                 )
     if args.output:
-        from ner_app.files import atomic_path
+        from ner_app.files import write_text
 
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_text(args.output, json.dumps(results, indent=2) + "\n", output_claim(args))
     return 0

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ner_app.cli.arguments import Owned, add_gold_argument, positive_int
+from ner_app.cli.arguments import (
+    Owned,
+    add_gold_argument,
+    add_overwrite_argument,
+    output_claim,
+    positive_int,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -21,8 +27,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument("--model", required=True, help="an export directory (read only)")
     add_gold_argument(calibrate, "calibrate", "--dev")
     calibrate.add_argument(
-        "--output", required=True, help="the calibrated export's folder (new, or an earlier export)"
+        "--output",
+        required=True,
+        help="the calibrated export's folder (new, or an earlier output of calibrate)",
     )
+    add_overwrite_argument(calibrate)
     calibrate.add_argument(
         "--batch-size",
         type=positive_int,
@@ -47,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         args.batch_size,
         option=args.gold_option,
         fmt=args.fmt,
+        claim=output_claim(args),
     )
     print(
         f"{args.gold}: {fit.entities:,} predicted entities in {data.sentences:,} sentences; temperature "

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ner_app.cli.arguments import add_overwrite_argument, output_claim
 from ner_app.cli.common import is_stdout
 
 
@@ -25,6 +26,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="also write the tables and a chart to one HTML file (- for standard output)",
     )
+    add_overwrite_argument(compare)
     compare.add_argument(
         "--json",
         action="store_true",
@@ -49,12 +51,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(markdown(tables), end="", file=shown)
     if args.html:
-        from ner_app.files import write_text
+        from ner_app.files import claim_file, write_text
         from ner_app.report.compare_html import compare_html
-        from ner_app.report.page import refuse_foreign_page
 
-        out = Path(args.html)
-        refuse_foreign_page(out)  # never over a run's own files
-        write_text(out, compare_html(groups, tables))  # a reader never sees half a page
+        out, claim = Path(args.html), output_claim(args, "--html")
+        claim_file(out, claim)  # never over a run's own files
+        write_text(out, compare_html(groups, tables), claim)  # a reader never sees half a page
         print(f"wrote {out}", file=sys.stderr)
     return 0

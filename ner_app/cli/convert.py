@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ner_app.cli.arguments import add_overwrite_argument, output_claim
 from ner_app.errors import NerAppError
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="exit 2 and write nothing when any span was moved, cut or dropped",
     )
+    add_overwrite_argument(convert)
 
 
 def reading_options(args: argparse.Namespace, scheme: str) -> Options:
@@ -106,13 +108,8 @@ def reading_options(args: argparse.Namespace, scheme: str) -> Options:
     )
 
 
-def _ours(start: bytes) -> bool:
-    """What a CoNLL or JSONL output of convert starts with."""
-    return start.startswith((b"-DOCSTART- O\n", b'{"text": ')) or not start
-
-
 def run(args: argparse.Namespace) -> int:
-    from ner_app.files import refuse_foreign_file
+    from ner_app.files import claim_file
     from ner_app.text.annotations.convert import (
         convert_files,
         count_entities,
@@ -130,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
             raise NerAppError(f"{path}: not found")
         if path.resolve() == out.resolve() or (path.is_dir() and path.resolve() in out.resolve().parents):
             raise NerAppError(f"{out}: is an input (or inside one); choose another output name")
-    refuse_foreign_file(out, _ours, "an output of convert")
+    claim = output_claim(args)
+    claim_file(out, claim)  # never a file convert did not write (a gold file, an export), unless --overwrite
     options = reading_options(args, args.scheme)
     formats = {p: args.fmt or detect_format(p) for p in inputs}
     audit = Audit()
@@ -162,6 +160,6 @@ def run(args: argparse.Namespace) -> int:
     if not converted:
         why = f" ({records})" if records else ""
         raise NerAppError(f"{', '.join(map(str, inputs))}: no document to convert{why}; nothing written")
-    write_converted(out, converted)
+    write_converted(out, converted, claim)
     print(f"{summary}; written to {out}")
     return 0

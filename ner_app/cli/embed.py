@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ner_app.cli.arguments import Owned, positive_int
+from ner_app.cli.arguments import Owned, add_overwrite_argument, output_claim, positive_int
 from ner_app.errors import NerAppError
 
 
@@ -28,6 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "attributes (JSON)",
     )
     embed.add_argument("--output", required=True, help="output hdf5 file (- for standard output)")
+    add_overwrite_argument(embed)
     embed.add_argument(
         "--batch-size",
         type=positive_int,
@@ -84,10 +85,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ner_app.bilm.weights import load_bilm
-    from ner_app.files import check_output
+    from ner_app.files import claim_file
     from ner_app.jobs.setup import check_device, set_threads
 
-    check_output(args.output, "--output")  # a folder, a block device, a FIFO nobody reads: before the work
+    claim = output_claim(args)
+    claim_file(
+        args.output, claim
+    )  # a folder, a FIFO nobody reads, a file embed did not write: before the work
     set_threads(args.threads)
     check_device(args.device)
     from ner_app.bilm.embed import embed_file, inference_autocast
@@ -120,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 max_stream_positions=args.max_stream_positions,
                 tokenize_lines=args.tokenize,
                 max_tokens=args.max_tokens,
+                claim=claim,
             )
     elif args.scalar_mix is not None or args.gamma is not None:
         raise NerAppError("--scalar-mix and --gamma go with --outputs (the default layout has no mix)")
@@ -135,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision,
             tokenize_lines=args.tokenize,
             max_tokens=args.max_tokens,
+            claim=claim,
         )
     where = "standard output" if args.output == "-" else args.output
     print(f"wrote {count} sentences to {where}", file=sys.stderr)

@@ -7,7 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ner_app.cli.arguments import Owned, add_gold_argument, add_model_arguments
+from ner_app.cli.arguments import (
+    Owned,
+    add_gold_argument,
+    add_model_arguments,
+    add_overwrite_argument,
+    output_claim,
+)
 from ner_app.errors import NerAppError
 
 
@@ -26,6 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="also write token gold predicted lines here (- for standard output; the scores then go to stderr)",
     )
+    add_overwrite_argument(evaluate)
     evaluate.add_argument(
         "--case-views",
         action="store_true",
@@ -43,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ner_app.cli.common import check_gold_file
-    from ner_app.files import STDOUT, check_output, output_target
+    from ner_app.files import STDOUT, claim_file, output_target
     from ner_app.jobs.setup import check_device, model_path, set_threads
     from ner_app.predict.evaluate import case_view_table, evaluate_file, score_table
     from ner_app.predict.predictor import Predictor
@@ -59,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             raise NerAppError(f"--predictions {out}: is a folder, expected a file name")
         if args.predictions != STDOUT and out.exists() and out.resolve() == Path(args.gold).resolve():
             raise NerAppError(f"--predictions {out}: is the gold file {args.gold_option}; name another file")
-        check_output(args.predictions, "--predictions")
+        claim_file(args.predictions, output_claim(args, "--predictions"))
     # with --predictions -, standard output holds the predictions alone and the scores go to stderr
     to_stdout = args.predictions is not None and output_target(args.predictions)[0] == "stdout"
     scores = sys.stderr if to_stdout else sys.stdout
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     result, items = evaluate_file(predictor, args.gold, views, args.fmt)
     result["model"] = str(model)
     if args.predictions is not None:
-        write_output(args.predictions, FORMATS["conll"], items, Target())
+        write_output(args.predictions, FORMATS["conll"], items, Target(), output_claim(args, "--predictions"))
     if args.json:
         print(json.dumps(result, indent=2), file=scores)
     else:

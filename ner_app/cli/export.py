@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ner_app.cli.arguments import add_overwrite_argument, output_claim
 from ner_app.errors import NerAppError
 
 
@@ -23,6 +24,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--checkpoint", help="a checkpoint from RUN/checkpoints/ (or --model EXPORT with --encoder-package)"
     )
     export.add_argument("--output", required=True, help="the export directory")
+    add_overwrite_argument(export)
     export.add_argument(
         "--onnx",
         action="store_true",
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
         require_onnxruntime()  # before the shipped model is looked for: the missing package is the first fix
         model = model_path(args.model)
-        out = export_onnx_from(model, args.output, args.quantize)
+        out = export_onnx_from(model, args.output, args.quantize, output_claim(args))
         kind = "ONNX" if args.quantize is None else f"ONNX ({args.quantize} weights)"
         print(f"exported {model} to {kind} in {out}", file=sys.stderr)
         return 0
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         from ner_app.tagger.export import encoder_by_package, export_model, load_export
 
         tagger, spec = load_export(args.model)
-        out = export_model(tagger, encoder_by_package(spec, args.encoder_package, args.model), args.output)
+        spec = encoder_by_package(spec, args.encoder_package, args.model)
+        out = export_model(tagger, spec, args.output, output_claim(args))
         print(f"exported {args.model} to {out}, its encoder named by {args.encoder_package}", file=sys.stderr)
         return 0
     if args.checkpoint is None or args.model is not None:
@@ -82,6 +85,6 @@ def run(args: argparse.Namespace) -> int:
         )
     from ner_app.train.from_checkpoint import export_checkpoint
 
-    out = export_checkpoint(args.checkpoint, args.output, args.encoder_package)
+    out = export_checkpoint(args.checkpoint, args.output, args.encoder_package, output_claim(args))
     print(f"exported {args.checkpoint} to {out}", file=sys.stderr)
     return 0

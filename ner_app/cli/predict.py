@@ -8,6 +8,7 @@ import argparse
 from ner_app.cli.arguments import (
     Owned,
     add_model_arguments,
+    add_overwrite_argument,
     nonnegative_int,
     positive_int,
     probability,
@@ -60,6 +61,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "is the same as one process's, in input order, and is written once all of it is done (at most one "
         "worker per CPU core)",
     )
+    add_overwrite_argument(predict)
     add_model_arguments(
         predict,
         Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
@@ -86,5 +88,6 @@ def run(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             threads=args.threads,
             device=args.device,
+            overwrite=args.overwrite,
         )
     )

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
-from ner_app.cli.arguments import Owned, add_model_arguments
+from ner_app.cli.arguments import Owned, add_model_arguments, add_overwrite_argument, output_claim
 from ner_app.errors import NerAppError
 from ner_app.report.formats import format_names
 
@@ -43,6 +44,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     choose.add_argument("--seed", default="0", help="orders ties, and the whole pool for random (default 0)")
     choose.add_argument("--output", required=True, help="the file to write (- for standard output)")
+    add_overwrite_argument(choose)
     choose.add_argument(
         "--format",
         default=LINES,
@@ -80,7 +82,7 @@ def _integer(text: str, option: str, low: int | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ner_app.files import STDOUT, check_output
+    from ner_app.files import STDOUT, claim_file, claim_folder
     from ner_app.jobs.setup import check_device, set_threads
     from ner_app.report.formats import output_format
     from ner_app.tagger.crf.uncertainty import STRATEGIES
@@ -98,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if args.output != STDOUT and out.exists() and out.resolve() == Path(args.input).resolve():
         raise NerAppError(f"--output {out}: is the pool --input; name another file")
-    check_output(args.output, "--output")
+    claim = output_claim(args)
+    if fmt is not None and fmt.files is not None:  # a folder: what it replaces is checked file by file
+        claim_folder(out, dataclasses.replace(claim, overwrite=True))
+    else:
+        claim_file(args.output, claim)
     set_threads(args.threads)
     check_device(args.device)
     from ner_app.jobs.select import SelectJob, run_select
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
+        claim=claim,
     )
     run_select(job)
     return 0

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ner_app.cli.arguments import add_overwrite_argument, output_claim
 from ner_app.cli.convert import add_reading_arguments, reading_options
 from ner_app.errors import NerAppError
 
-REPORT = "split.json"  # the record of what went where, written beside the three files; also marks the folder
+REPORT = "split.json"  # the record of what went where, written beside the three files
 
 
 def _fraction(option: str, text: str) -> float:
@@ -62,14 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     split.add_argument("--json", action="store_true", help="print what went where as one JSON document")
     add_reading_arguments(split)
-
-
-def _ours(folder: Path) -> bool:
-    """An earlier output of split: its record and nothing but its files."""
-    from ner_app.text.annotations.divide import FILE_NAMES
-
-    names = {p.name for p in folder.iterdir()}
-    return REPORT in names and names <= {REPORT, *FILE_NAMES.values()}
+    add_overwrite_argument(split)
 
 
 def table(counts: dict[str, dict[str, Any]], unit: str) -> str:
@@ -91,7 +85,7 @@ def table(counts: dict[str, dict[str, Any]], unit: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ner_app.files import atomic_folder, refuse_foreign, write_text
+    from ner_app.files import atomic_folder, claim_folder, write_text
     from ner_app.text.annotations.divide import divide, read_units, write_division
     from ner_app.text.annotations.model import Audit
     from ner_app.text.annotations.splits import split_format
@@ -116,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
             f"{source}: a CoNLL input is split as it is, its tags unchanged, so --labels and --types do not "
             "apply; rename or keep types with convert first (convert --labels ... --output all.conll)"
         )
-    refuse_foreign(out, _ours, "an output of split")
+    claim = output_claim(args)
+    claim_folder(out, claim)
     options = reading_options(args, args.scheme)
     audit = Audit()
     units = read_units(source, args.fmt, options, audit, args.by)
@@ -130,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         "spans_changed": audit.changed,
         "splits": counts,
     }
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, claim) as tmp:
         write_division(tmp, division, args.by, str(source))
         write_text(tmp / REPORT, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     shown = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON document alone

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.files import Claim, claim_folder
 from ner_app.predict.predictor import Predictor
 from ner_app.tagger.crf.calibration import (
     CalibrationSet,
@@ -22,16 +23,14 @@ from ner_app.tagger.crf.calibration import (
     calibration_set,
     fit_temperature,
 )
-from ner_app.tagger.export import export_model, is_export
+from ner_app.tagger.export import export_model
 from ner_app.text.annotations.splits import is_brat_folder, read_split
 from ner_app.text.conll import require_annotated
 from ner_app.text.pieces import split_pieces
 from ner_app.text.tags import convert, detect_scheme
 
 
-def _check_paths(
-    model: Path, dev: Path, output: Path, option: str = "--gold", fmt: str | None = None
-) -> None:
+def _check_paths(model: Path, dev: Path, output: Path, option: str, fmt: str | None, claim: Claim) -> None:
     """One line for each mistake, before anything is loaded or written (``option``: the gold file's option,
     as typed; ``fmt``: its format, a brat gold being a folder)."""
     if not model.is_dir():
@@ -51,14 +50,7 @@ def _check_paths(
         )
     if source.is_relative_to(out):
         raise NerAppError(f"--output {output}: holds the export --model {model}; name a new folder")
-    if output.is_symlink() or (output.exists() and not output.is_dir()):
-        raise NerAppError(f"--output {output}: exists and is not a folder; name a new folder")
-    if output.is_dir() and any(output.iterdir()) and not is_export(output):
-        found = ", ".join(sorted(p.name for p in output.iterdir())[:4])
-        raise NerAppError(
-            f"--output {output}: exists and is not an export (it holds {found}); nothing was changed: choose "
-            "another output folder"
-        )
+    claim_folder(output, claim)  # never another run's export, nor a calibrated copy changed since
 
 
 def gold_set(
@@ -94,11 +86,14 @@ def calibrate_export(
     max_tokens: int | None = None,
     option: str = "--gold",
     fmt: str | None = None,
+    claim: Claim | None = None,
 ) -> tuple[Fit, CalibrationSet]:
     """Fit the temperature of export ``model`` on gold file ``dev`` and write the calibrated copy to
-    ``output``. Returns the fit (its ECE and log loss before and after) and the data it was fitted on."""
+    ``output`` (``claim``: how, the output policy of ``files.py``; default: calibrate's, without
+    --overwrite). Returns the fit (its ECE and log loss before and after) and the data it was fitted on."""
     model, dev, output = Path(model), Path(dev), Path(output)
-    _check_paths(model, dev, output, option, fmt)
+    claim = claim or Claim("calibrate")
+    _check_paths(model, dev, output, option, fmt, claim)
     kwargs = {} if max_tokens is None else {"max_tokens": max_tokens}
     predictor = Predictor.from_export(model, device=device, batch_size=batch_size, **kwargs)
     data = gold_set(predictor, dev, option, fmt)
@@ -109,5 +104,5 @@ def calibrate_export(
     crf = predictor.tagger.crf
     fit = fit_temperature(crf, data)
     spec = dataclasses.replace(predictor.spec, calibration=calibration_record(fit, dev.name))
-    export_model(predictor.tagger, spec, output)
+    export_model(predictor.tagger, spec, output, claim)
     return fit, data

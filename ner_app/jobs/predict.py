@@ -3,6 +3,7 @@ written in a ``--format`` of ``report/formats.py``, to standard output or at onc
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,13 +13,15 @@ from ner_app.jobs.predict_job import PredictJob
 from ner_app.jobs.setup import check_device, model_path, set_threads
 
 if TYPE_CHECKING:
+    from ner_app.files import Claim
     from ner_app.report.format_types import OutputFormat
 
 
-def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
-    """Before the model loads: --output is not the input (nor a folder holding it), and a file format's output
-    is a file name, a folder format's a folder that is absent, empty or an earlier output of the format."""
-    from ner_app.files import STDOUT, check_output, refuse_foreign
+def _check_predict_output(output: str, source: str, fmt: OutputFormat, claim: Claim) -> None:
+    """Before the model loads: --output is not the input (nor a folder holding it), and predict may write it
+    (the output policy of ``files.py``: a file or folder predict wrote and nobody changed since, or
+    --overwrite; into an existing folder a folder format writes only its own files)."""
+    from ner_app.files import STDOUT, claim_file, claim_folder
 
     out = Path(output)
     if source != "-" and Path(source).exists():
@@ -28,9 +31,11 @@ def _check_predict_output(output: str, source: str, fmt: OutputFormat) -> None:
     if fmt.files is not None:
         if output == STDOUT:
             raise NerAppError(f"--format {fmt.name} writes a folder of files; --output names a folder, not -")
-        refuse_foreign(out, fmt.is_ours or (lambda _: False), f"a folder of predict --format {fmt.name}")
+        claim_folder(
+            out, dataclasses.replace(claim, overwrite=True)
+        )  # what it replaces: checked file by file
     else:
-        check_output(output, "--output")
+        claim_file(output, claim)
 
 
 def run_predict(args: PredictJob) -> int:
@@ -50,8 +55,9 @@ def run_predict(args: PredictJob) -> int:
     fmt = output_format(args.format)
     if fmt.files is not None and args.output is None:
         raise NerAppError(f"--format {fmt.name} writes a folder of files: name it with --output DIR")
+    claim = args.claim
     if args.output is not None:
-        _check_predict_output(args.output, args.input, fmt)
+        _check_predict_output(args.output, args.input, fmt, claim)
     from ner_app.text.readings import ReadingOptions
 
     options = ReadingOptions(args.min_score, args.alternatives, args.flag_missed)
@@ -93,7 +99,7 @@ def run_predict(args: PredictJob) -> int:
             else predictor.tag_lines(lines, options=options)
         )
         if args.output is not None:
-            write_output(args.output, fmt, records, target)
+            write_output(args.output, fmt, records, target, claim)
             print(f"wrote {args.output}", file=sys.stderr)
             return 0
         for piece in fmt.write(records, target):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ner_app.files import Claim
+
 
 @dataclass(frozen=True)
 class PredictJob:
@@ -21,3 +23,9 @@ class PredictJob:
     max_tokens: int | None
     threads: int | None
     device: str
+    overwrite: bool = False  # --overwrite: replace an output predict did not write
+
+    @property
+    def claim(self) -> Claim:
+        """How predict may write ``output`` (the output policy of ``files.py``)."""
+        return Claim("predict", self.overwrite)

@@ -69,7 +69,7 @@ def _run(
         else:
             records = pool.tag_text(lines, options)
         if args.output is not None:  # at once, by an atomic rename, like one process
-            write_output(args.output, fmt, records, target)
+            write_output(args.output, fmt, records, target, args.claim)
             print(f"wrote {args.output}", file=sys.stderr)
             return 0
         encoding = sys.stdout.encoding or "utf-8"

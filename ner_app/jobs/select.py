@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from ner_app.errors import NerAppError
-from ner_app.files import STDOUT, write_text
+from ner_app.files import STDOUT, Claim, write_text
 from ner_app.report.formats import OutputFormat, Target, write_output
 
 
@@ -28,6 +28,7 @@ class SelectJob:
     device: str
     batch_size: int
     max_tokens: int | None
+    claim: Claim  # how --output may be written (the output policy of files.py)
 
 
 def run_select(job: SelectJob) -> None:
@@ -57,7 +58,7 @@ def run_select(job: SelectJob) -> None:
     if job.order == "pool":
         chosen.sort(key=lambda s: s.candidate.index)
     if fmt is None:
-        write_text(job.output, "".join(s.candidate.text + "\n" for s in chosen))
+        write_text(job.output, "".join(s.candidate.text + "\n" for s in chosen), job.claim)
     else:
         assert predictor is not None
         from ner_app.tagger.version import model_version
@@ -67,13 +68,13 @@ def run_select(job: SelectJob) -> None:
         )
         if fmt.reads == "conll":
             lines = [row for s in chosen for row in (*s.candidate.rows, "")]
-            write_output(job.output, fmt, tag_conll(predictor, lines, tokens=True), target)
+            write_output(job.output, fmt, tag_conll(predictor, lines, tokens=True), target, job.claim)
         else:
             # a tool's task is a document (a block of lines): a blank line after each makes each candidate one
             texts = [
                 t for s in chosen for t in ((s.candidate.text, "") if fmt.documents else (s.candidate.text,))
             ]
-            write_output(job.output, fmt, predictor.tag_lines(texts), target)
+            write_output(job.output, fmt, predictor.tag_lines(texts), target, job.claim)
     unit = "sentences" if kind == "conll" else "lines"
     if k is not None and k > len(candidates):
         print(

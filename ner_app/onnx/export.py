@@ -37,7 +37,7 @@ from ner_app.bilm.char_mapper import (
     PAD_CHAR,
 )
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, refuse_foreign
+from ner_app.files import Claim, atomic_folder, claim_folder
 from ner_app.onnx.graphs import BilmGraph, TaggerGraph, untrimmed
 from ner_app.onnx.quantize import INT8_TOLERANCE, check_quantize, quantize_graph
 from ner_app.records import canonical_sha256, sha256_file
@@ -51,7 +51,6 @@ ONNX_FORMAT = "ner_app.onnx/1"
 OPSET = 17
 MANIFEST = "onnx.json"
 MANIFEST_SUM = "manifest_sha256"  # the sha256 of the manifest's other keys (onnx/manifest.py checks it)
-ONNX_FILES = {MANIFEST, "tagger.onnx", "bilm.onnx", "crf.npz"}
 TOLERANCE = 1e-4  # largest emission difference allowed, relative to the largest emission (at least 1)
 MAX_GRAPH_BYTES = 1800 << 20  # one .onnx file is one protobuf message, which cannot exceed 2 GiB
 
@@ -77,35 +76,38 @@ def require_onnxruntime() -> ModuleType:
     return modules["onnxruntime"]
 
 
-def is_onnx_export(folder: Path) -> bool:
-    """Whether ``folder`` holds an ONNX export and nothing else (what ``export_onnx`` may replace)."""
-    names = {p.name for p in folder.iterdir()}
-    return MANIFEST in names and names <= ONNX_FILES
-
-
-def export_onnx_from(export_dir: str | Path, output_dir: str | Path, quantize: str | None = None) -> Path:
+def export_onnx_from(
+    export_dir: str | Path, output_dir: str | Path, quantize: str | None = None, claim: Claim | None = None
+) -> Path:
     """The export folder ``export_dir`` (``load_export``) as an ONNX folder ``output_dir`` (``quantize``:
-    None or ``"int8"``, ``onnx_quantize``)."""
+    None or ``"int8"``, ``onnx_quantize``; ``claim``: as ``export_onnx``)."""
     source, out = Path(export_dir), Path(output_dir)
     require_onnxruntime()
     if source.is_dir() and out.resolve().is_relative_to(source.resolve()):
         raise OnnxExportError(
             f"{out}: inside the export {source}; write the ONNX folder beside it, not into it"
         )
-    refuse_foreign(out, is_onnx_export, "an ONNX export")
+    claim = claim or Claim("export")
+    claim_folder(out, claim)
     tagger, spec = load_export(source)
-    return export_onnx(tagger, spec, out, quantize)
+    return export_onnx(tagger, spec, out, quantize, claim)
 
 
 def export_onnx(
-    tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path, quantize: str | None = None
+    tagger: BiLstmCrfTagger,
+    spec: TaggerSpec,
+    output_dir: str | Path,
+    quantize: str | None = None,
+    claim: Claim | None = None,
 ) -> Path:
     """Write the ONNX folder (all or nothing, by ``atomic_folder``); the tagger is moved to the CPU, eval mode.
-    With ``quantize="int8"`` the graphs are checked in fp32, then quantized (``onnx_quantize``)."""
+    With ``quantize="int8"`` the graphs are checked in fp32, then quantized (``onnx_quantize``). ``claim``: the
+    command writing it (the output policy of ``files.py``; default: ``export``)."""
     check_quantize(quantize)
     out = Path(output_dir)
     ort = require_onnxruntime()
-    refuse_foreign(out, is_onnx_export, "an ONNX export")
+    claim = claim or Claim("export")
+    claim_folder(out, claim)
     features = [f.name for f in spec.features]
     if features not in (["words", "chars"], ["words", "chars", "elmo"]):
         raise OnnxExportError(
@@ -123,7 +125,7 @@ def export_onnx(
             f"{out}: the tagger has {size / 2**30:.1f} GiB of tensors; one ONNX file holds at most 2 GiB"
         )
     tagger = tagger.cpu().eval()
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, claim) as tmp:
         traced = encode_batch(_sentences(spec, (3, 5)), spec)
         inputs = traced["features"]
         layers = None
@@ -287,4 +289,4 @@ def check_graphs(
     return gap
 
 
-__all__ = ["ONNX_FORMAT", "OnnxExportError", "export_onnx", "export_onnx_from", "is_onnx_export"]
+__all__ = ["ONNX_FORMAT", "OnnxExportError", "export_onnx", "export_onnx_from"]

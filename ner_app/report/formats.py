@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, refuse_foreign, write_text
+from ner_app.files import Claim, write_into_folder, write_text
 from ner_app.report.predictions_html import predictions_html
 from ner_app.text.annotations import registry
 from ner_app.text.outputs import ALTERNATIVES, FLAGGED, FilesWriter, OutputFormat, Target, Writer
@@ -105,14 +105,17 @@ def refuse_unheld(fmt: OutputFormat, asked: dict[str, bool]) -> None:
             )
 
 
-def write_output(path: str | Path, fmt: OutputFormat, records: Iterable[Any], target: Target) -> Path:
+def write_output(
+    path: str | Path,
+    fmt: OutputFormat,
+    records: Iterable[Any],
+    target: Target,
+    claim: Claim | None = None,
+) -> Path:
     """The whole output written to ``path`` at once, by an atomic rename (``files.write_text``); a folder
-    format's files into the folder ``path``, which replaces an earlier output of it only (``atomic_folder``)."""
+    format's files into the folder ``path`` (``files.write_into_folder``: a new folder whole, an existing one
+    file by file, never replacing a file changed since ``claim``'s command wrote it; default: predict)."""
+    claim = claim or Claim("predict")
     if fmt.files is None:
-        return write_text(path, "".join(fmt.write(records, target)))
-    folder = Path(path)
-    refuse_foreign(folder, fmt.is_ours or (lambda _: False), f"a folder of predict --format {fmt.name}")
-    with atomic_folder(folder) as tmp:
-        for name, content in fmt.files(records, target):
-            (tmp / name).write_text(content, encoding="utf-8")
-    return folder
+        return write_text(path, "".join(fmt.write(records, target)), claim)
+    return write_into_folder(Path(path), list(fmt.files(records, target)), claim)

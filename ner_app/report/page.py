@@ -15,10 +15,7 @@ import colorsys
 import io
 from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from ner_app.files import refuse_foreign_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -213,10 +210,3 @@ def png_uri(figure: Figure) -> str:
 def image(figure: Figure, alt: str) -> str:
     """An ``<img>`` holding the figure as an embedded PNG."""
     return f'<img src="{png_uri(figure)}" alt="{esc(alt)}">'
-
-
-def refuse_foreign_page(path: Path) -> None:
-    """An HTML page is written over nothing but an earlier page (never over a run's ``metrics.json``)."""
-    refuse_foreign_file(
-        path, lambda start: start.lstrip().lower().startswith(b"<!doctype html"), "an HTML page"
-    )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ner_app.errors import DISK_FULL, MissingFileError, NerAppError
-from ner_app.files import write_text
+from ner_app.files import Claim, claim_file, write_text
 from ner_app.report import charts, page
 from ner_app.report.calibration_report import calibration_section
 from ner_app.report.curves_section import curves_section
@@ -264,11 +264,13 @@ def build_report(run_dir: str | Path) -> str:
     return page.page(f"NER run report: {run_dir.resolve().name}", sections, model_types, extra=types)
 
 
-def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
-    """Write the report (default ``run_dir/report.html``) atomically: a reader never sees half a page."""
+def write_report(run_dir: str | Path, output: str | Path | None = None, claim: Claim | None = None) -> Path:
+    """Write the report (default ``run_dir/report.html``) atomically: a reader never sees half a page.
+    ``claim``: the command drawing it (the output policy of ``files.py``; default: train's last step)."""
     out = Path(output) if output is not None else Path(run_dir) / "report.html"
-    page.refuse_foreign_page(out)
-    return write_text(out, build_report(run_dir))
+    claim = claim or Claim("train", also=("report",))
+    claim_file(out, claim)
+    return write_text(out, build_report(run_dir), claim)
 
 
 def report_after_training(run_dir: Path) -> Path | None:

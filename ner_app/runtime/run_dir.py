@@ -11,9 +11,9 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytorch_lightning as pl
 from lightning_fabric.utilities.rank_zero import rank_zero_only
@@ -43,21 +43,50 @@ class RunFolderError(NerAppError):
 
 @contextmanager
 def locked_run_folder(run_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``run_dir`` (flock: released by the OS when the process dies, even by kill -9)."""
+    """Hold an exclusive lock on ``run_dir`` (flock: released by the OS when the process dies, even by kill -9).
+
+    The lock file goes on every exit path (a refused run leaves nothing in a folder it was given), and a folder
+    this call made is removed again when it is still empty. The file is removed while the lock is held, so a
+    process that opened it before then finds, once it holds the lock, that its file is no longer the one at
+    ``run_dir/.lock``, and opens that one instead (``_lock``)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"output_dir {run_dir} is a file, expected a folder")
+    made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / LOCK, "a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunFolderError(
-                f"{run_dir}: another run is using this output_dir; wait for it or choose another output_dir"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    try:
+        with _lock(run_dir / LOCK) as handle:
+            try:
+                yield
+            finally:
+                with suppress(FileNotFoundError):
+                    os.unlink(run_dir / LOCK)  # still ours: the lock is held
+                fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        if made and run_dir.is_dir() and not any(run_dir.iterdir()):
+            with suppress(OSError):
+                run_dir.rmdir()
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[BinaryIO]:
+    """``path`` open and flocked, and still the file at ``path`` once locked (see ``locked_run_folder``)."""
+    while True:
+        with open(path, "a+b") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunFolderError(
+                    f"{path.parent}: another run is using this output_dir; wait for it or choose another output_dir"
+                ) from None
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            held = os.fstat(handle.fileno())
+            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+                yield handle
+                return
+            fcntl.flock(handle, fcntl.LOCK_UN)  # its holder removed it as we opened it: take the new one
 
 
 @contextmanager

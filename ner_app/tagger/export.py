@@ -18,9 +18,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ner_app.errors import NerAppError
-from ner_app.files import atomic_folder, refuse_foreign
+from ner_app.files import Claim, atomic_folder, claim_folder
 from ner_app.records import read_json
-from ner_app.tagger.features import FEATURES, FeatureError
+from ner_app.tagger.features import FeatureError
 from ner_app.tagger.features.transformer import TransformerError, TransformerRef
 from ner_app.tagger.frozen_cache import cache_path, read_rows, write_rows
 from ner_app.tagger.glove import (
@@ -77,12 +77,16 @@ def load_resources(spec: TaggerSpec, root: Path, source: str, closed: bool = Tru
     return {name: resource for name, resource in found.items() if resource is not None}
 
 
-def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path) -> Path:
+def export_model(
+    tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Path, claim: Claim | None = None
+) -> Path:
     """Write ``model.safetensors``, ``tagger.json`` and each feature's own files (with ELMo ``bilm/options.json``
     + ``bilm/weights.hdf5``), all or nothing (a temporary folder renamed into place); non-finite weights are
-    refused."""
+    refused. ``claim``: the command writing it (the output policy of ``files.py``; default: ``train``, into its
+    own run folder)."""
     out = Path(output_dir)
-    refuse_foreign(out, is_export, "an export")
+    claim = claim or Claim("train")
+    claim_folder(out, claim)
     state = tagger.trained_state()
     bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
@@ -90,7 +94,7 @@ def export_model(tagger: BiLstmCrfTagger, spec: TaggerSpec, output_dir: str | Pa
     frozen = glove_reference(spec, state[FROZEN_KEY]) if FROZEN_KEY in state else None
     if frozen is not None:  # rebuilt from the installed package at load time: 76 MB less for GloVe 6B
         state = {k: v for k, v in state.items() if k != "frozen_word_vectors"}
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, claim) as tmp:
         features = tuple(f.exported(tagger.feature(f.name), tmp) for f in spec.features)
         spec = dataclasses.replace(spec, features=features)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": SPEC_FORMAT})
@@ -170,22 +174,6 @@ def rebuild_frozen_rows(spec: TaggerSpec, reference: Any, source: str) -> torch.
     if cache is not None:
         write_rows(cache, rows.numpy())  # best effort: a folder that cannot be written leaves a slower load
     return rows
-
-
-EXPORT_FILES = {"model.safetensors", "tagger.json"}
-
-
-def is_export(folder: Path) -> bool:
-    """Whether ``folder`` holds an export and nothing else (what ``export_model`` may replace): its own files
-    and the folders of the registered features' files, holding only theirs."""
-    names = {p.name for p in folder.iterdir()}
-    folders = {name: files for cls in FEATURES.values() for name, files in cls.export_files.items()}
-    if "tagger.json" not in names or not names <= EXPORT_FILES | set(folders):
-        return False
-    return all(
-        (folder / name).is_dir() and {p.name for p in (folder / name).iterdir()} <= folders[name]
-        for name in names & set(folders)
-    )
 
 
 def read_spec(path: Path) -> tuple[TaggerSpec, dict[str, Any]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ner_app.errors import NerAppError
-from ner_app.files import is_special, write_text
+from ner_app.files import Claim, is_special, write_text
 from ner_app.text.tags import UNKNOWN, is_tag_or_unknown
 
 DOCSTART = "-DOCSTART-"
@@ -210,10 +210,14 @@ def write_predictions(
     write_text(path, "\n".join(lines) + "\n")
 
 
-def write_conll(path: str | Path, documents: Sequence[Sequence[tuple[Sequence[str], Sequence[str]]]]) -> None:
+def write_conll(
+    path: str | Path,
+    documents: Sequence[Sequence[tuple[Sequence[str], Sequence[str]]]],
+    claim: Claim | None = None,
+) -> None:
     """Documents of ``(tokens, tags)`` sentences as ``token tag`` lines: a ``-DOCSTART- O`` line and a blank
     line before each document, a blank line after each sentence (what ``read_conll`` reads back). A tag may
-    be ``-`` (not annotated)."""
+    be ``-`` (not annotated). ``claim``: as ``files.write_text``."""
     lines: list[str] = []
     for sentences in documents:
         lines.extend([f"{DOCSTART} O", ""])
@@ -223,7 +227,7 @@ def write_conll(path: str | Path, documents: Sequence[Sequence[tuple[Sequence[st
                     raise ValueError(f"cannot write token {token!r} with tag {tag!r} as one CoNLL line")
                 lines.append(f"{token} {tag}")
             lines.append("")
-    write_text(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n", claim)
 
 
 PredictedSentence = tuple[list[str], list[str], list[str]]  # tokens, gold tags, predicted tags

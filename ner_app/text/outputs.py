@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 
@@ -41,7 +40,6 @@ class OutputFormat:
     write: Writer
     help: str
     files: FilesWriter | None = None
-    is_ours: Callable[[Path], bool] | None = None  # a folder format: whether a folder is an earlier output
     documents: bool = False
     carries: frozenset[str] = frozenset()
     lacks: str = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ner_app.files import Claim
 from ner_app.runtime.checkpoint import load_checkpoint
 from ner_app.tagger.export import ExportError, encoder_by_package, export_model, load_resources
 from ner_app.tagger.integrity import check_spec_sizes
@@ -13,7 +14,10 @@ from ner_app.tagger.spec import TaggerSpec
 
 
 def export_checkpoint(
-    checkpoint_path: str | Path, output_dir: str | Path, encoder_package: str | None = None
+    checkpoint_path: str | Path,
+    output_dir: str | Path,
+    encoder_package: str | None = None,
+    claim: Claim | None = None,
 ) -> Path:
     """Export a Lightning checkpoint written by ``train.py`` (a frozen feature's files, the biLM's, are read from
     the paths it records; a transformer's named by ``encoder_package`` instead of copied, when given)."""
@@ -28,4 +32,4 @@ def export_checkpoint(
     tagger.load_trained_state(state, str(path))
     if encoder_package is not None:
         spec = encoder_by_package(spec, encoder_package, str(path))
-    return export_model(tagger, spec, output_dir)
+    return export_model(tagger, spec, output_dir, claim)

@@ -133,8 +133,15 @@ def test_prodigy_has_tokens_and_inclusive_token_ends(tmp_path):
 def test_brat_is_a_folder_of_documents(tmp_path):
     folder = write_output(tmp_path / "brat", FORMATS["brat"], RECORDS, TARGET)
     names = sorted(p.name for p in folder.iterdir())
-    # two documents: the lines before the blank line, and the two after it
-    assert names == ["annotation.conf", "doc000001.ann", "doc000001.txt", "doc000002.ann", "doc000002.txt"]
+    # two documents: the lines before the blank line, and the two after it (and the marker of predict's output)
+    assert names == [
+        ".ner-app",
+        "annotation.conf",
+        "doc000001.ann",
+        "doc000001.txt",
+        "doc000002.ann",
+        "doc000002.txt",
+    ]
     text = (folder / "doc000001.txt").read_text(encoding="utf-8")
     assert text == f"{RECORDS[0].text}\n{RECORDS[1].text}\n"
     ann = (folder / "doc000001.ann").read_text(encoding="utf-8").splitlines()
@@ -147,9 +154,14 @@ def test_brat_is_a_folder_of_documents(tmp_path):
     docs = converted_back(tmp_path, "brat", folder)
     assert per_line(docs) == NON_BLANK
 
-    # written again, it replaces its own folder
+    # written again, it replaces its own files, and removes those of its own it no longer writes
     write_output(folder, FORMATS["brat"], RECORDS[:1], TARGET)
-    assert sorted(p.name for p in folder.iterdir()) == ["annotation.conf", "doc000001.ann", "doc000001.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".ner-app",
+        "annotation.conf",
+        "doc000001.ann",
+        "doc000001.txt",
+    ]
 
 
 # ------------------------------------------------------------------------------------ with the shipped tagger

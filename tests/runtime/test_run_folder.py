@@ -72,3 +72,31 @@ def test_a_fresh_run_starts_in_a_folder_holding_only_a_killed_runs_leftovers(tmp
     ]
     assert train.main(args) == 0
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_lock_file_goes_on_every_exit_and_a_removed_one_is_never_shared(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from ner_app.runtime.run_dir import RunFolderError, locked_run_folder
+
+    run = tmp_path / "run"
+    with locked_run_folder(run):
+        assert (run / ".lock").is_file()
+        with pytest.raises(RunFolderError, match="another run is using this output_dir"):
+            with locked_run_folder(run):
+                pass
+        assert (run / ".lock").is_file()  # a refused second run leaves the holder's lock alone
+    assert not run.exists()  # the folder it made, empty again: removed
+    run.mkdir()
+    (run / "notes.txt").write_text("the user's")
+    with pytest.raises(ValueError), locked_run_folder(run):
+        raise ValueError("refused")
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
+    # a process that opened the lock file just before its holder removed it takes the new file instead
+    stale = open(run / ".lock", "a+b")  # noqa: SIM115
+    os.unlink(run / ".lock")
+    fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # holds the removed file's lock
+    with locked_run_folder(run):
+        assert (run / ".lock").is_file()
+    stale.close()

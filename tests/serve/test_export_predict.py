@@ -304,7 +304,11 @@ def test_export_replaces_its_own_export_and_nothing_else(trained, tmp_path, caps
     notes.write_text("a user's notes")
     assert export_to(trained, notes.parent) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "exists and is not an export (it holds notes.txt)" in err[0]
+    assert (
+        len(err) == 1
+        and "exists and is not an earlier output of export, or was changed since (it holds notes.txt)"
+        in err[0]
+    )
     assert notes.read_text() == "a user's notes" and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
     file = tmp_path / "model.bin"
     file.write_bytes(b"keep")
@@ -312,7 +316,7 @@ def test_export_replaces_its_own_export_and_nothing_else(trained, tmp_path, caps
     assert "exists and is not a folder" in capsys.readouterr().err
     out = tmp_path / "export"
     assert export_to(trained, out) == 0 and export_to(trained, out) == 0  # its own export: replaced
-    assert sorted(p.name for p in out.iterdir()) == ["bilm", "model.safetensors", "tagger.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".ner-app", "bilm", "model.safetensors", "tagger.json"]
     (out / "extra.txt").write_text("added by hand")
     assert export_to(trained, out) == 2 and (out / "extra.txt").is_file()
     empty = tmp_path / "empty"
@@ -324,12 +328,16 @@ def test_html_outputs_never_overwrite_a_runs_files(trained, tmp_path, capsys):
     metrics = trained / "metrics.json"
     before = metrics.read_bytes()
     assert main(["report", str(trained), "--output", str(metrics)]) == 2
-    assert "exists and is not an HTML page" in capsys.readouterr().err
+    assert "exists and is not an earlier output of report (or was changed since)" in capsys.readouterr().err
     assert main(["compare", str(trained), "--html", str(metrics)]) == 2
     assert metrics.read_bytes() == before
     page = tmp_path / "page.html"
     assert main(["report", str(trained), "--output", str(page)]) == 0
-    assert main(["compare", str(trained), "--html", str(page)]) == 0  # an earlier page is replaced
+    assert main(["report", str(trained), "--output", str(page)]) == 0  # its own earlier page is replaced
+    assert main(["report", str(trained)]) == 0  # the page train drew is redrawn
+    assert main(["compare", str(trained), "--html", str(page)]) == 2  # another command's page is not
+    assert "exists and is not an earlier output of compare" in capsys.readouterr().err
+    assert main(["compare", str(trained), "--html", str(page), "--overwrite"]) == 0
 
 
 # ------------------------------------------------------------------ an export is closed and fully checked

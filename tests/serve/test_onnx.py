@@ -86,6 +86,7 @@ def emission_gap(
 
 def test_onnx_tags_as_predict_does(trained: Path) -> None:
     assert sorted(p.name for p in (trained / "onnx").iterdir()) == [
+        ".ner-app",  # the marker of export's own output (docs/reliability.md#the-output-policy)
         "bilm.onnx",
         "crf.npz",
         "onnx.json",
@@ -316,7 +317,7 @@ def test_export_again_replaces_its_own_folder_only(trained: Path, tmp_path: Path
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     argv = ["export", "--onnx", "--model", str(trained / "run/export"), "--output", str(tmp_path / "mine")]
     assert main(argv) == 2
-    one_error_line(capfd, "exists and is not an ONNX export", "notes.txt")
+    one_error_line(capfd, "exists and is not an earlier output of export", "notes.txt")
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 

@@ -220,6 +220,7 @@ def test_a_second_run_replaces_its_own_output(tmp_path: Path) -> None:
     first = (tmp_path / "out" / "test.txt").read_text()
     assert split(path, tmp_path / "out", "--seed", "2", "--dev", "0.2") == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".ner-app",  # the marker of its own output (docs/reliability.md#the-output-policy)
         "split.json",
         "test.txt",
         "train.txt",

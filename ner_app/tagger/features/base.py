@@ -139,8 +139,6 @@ class FeatureSpec:
     """A feature's part of the spec (see the module doc); its fields are its entry of ``tagger.json``."""
 
     name: ClassVar[str] = ""
-    # files an export of this feature holds (``export_model`` may replace a folder holding only these)
-    export_files: ClassVar[Mapping[str, frozenset[str]]] = {}
     # state-dict keys whose dimensions index a vocabulary (``init_from``): per dimension, which (None: none)
     vocab_axes: ClassVar[Mapping[str, tuple[str | None, ...]]] = {}
     # tensors that are the rows of one vocabulary together, in order (the trainable then the frozen words)

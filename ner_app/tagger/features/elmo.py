@@ -110,7 +110,6 @@ class ElmoRef(FeatureSpec):
     dropout and layer norm."""
 
     name = "elmo"
-    export_files = {"bilm": frozenset({"options.json", "weights.hdf5"})}
 
     options: str
     weights: str

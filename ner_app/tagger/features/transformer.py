@@ -44,7 +44,6 @@ from ner_app.tagger.features.encoder_package import (
     requirement_problem,
 )
 from ner_app.tagger.features.transformer_encoder import (
-    FILES,
     POOLINGS,
     TransformerError,
     WordPieceEncoder,
@@ -122,7 +121,6 @@ class TransformerRef(FeatureSpec):
     of its files (``config``: its config.json, beside the others), how words are pooled and read, and the mix's dropout and layer norm."""
 
     name = "transformer"
-    export_files = {_FOLDER: FILES}
 
     config: str  # the encoder's config.json: its folder holds the other files
     fingerprint: str

@@ -31,8 +31,6 @@ from ner_app.text.annotations.read import char_span, read_text
 from ner_app.text.outputs import ALTERNATIVES, OutputFormat, Target
 from ner_app.text.predictions import TaggedLine, documents
 
-BRAT_NAME = re.compile(r"doc\d{6,}\.(txt|ann)")  # the files of a brat output; also annotation.conf
-
 
 def brat_files(path: str | os.PathLike[str]) -> list[Path]:
     """The ``.ann`` files of one input: the file itself (``NAME.ann`` or ``NAME.txt``), or those of a folder."""
@@ -187,11 +185,6 @@ def write_brat_files(records: Iterable[TaggedLine], target: Target) -> Iterator[
     yield "annotation.conf", f"[entities]\n{types}\n\n[relations]\n\n[events]\n\n[attributes]\n"
 
 
-def is_brat_output(folder: Path) -> bool:
-    """Whether every file of ``folder`` is one that ``write_brat_files`` writes."""
-    return all(p.name == "annotation.conf" or BRAT_NAME.fullmatch(p.name) for p in folder.iterdir())
-
-
 def _folder_only(records: Iterable[TaggedLine], target: Target) -> Iterator[str]:
     raise NerAppError("--format brat writes a folder of .txt and .ann files: name it with --output DIR")
 
@@ -223,7 +216,6 @@ FORMAT = Format(
         _folder_only,
         "a brat folder (--output DIR): docNNNNNN.txt + .ann per block of non-empty lines, annotation.conf",
         files=write_brat_files,
-        is_ours=is_brat_output,
         documents=True,
         carries=frozenset({ALTERNATIVES}),
         lacks="a brat note belongs to an annotation, and a token tagged O has none",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ner_app.files import write_text
+from ner_app.files import Claim, write_text
 from ner_app.text.annotations import registry
 from ner_app.text.annotations.align import align
 from ner_app.text.annotations.format import Options
@@ -95,9 +95,10 @@ def convert_files(fmt: str, paths: Sequence[Path], options: Options, audit: Audi
     ]
 
 
-def write_converted(path: Path, converted: Sequence[Converted]) -> None:
+def write_converted(path: Path, converted: Sequence[Converted], claim: Claim | None = None) -> None:
     """``.conll``/``.txt``: CoNLL (``-DOCSTART-`` before each document); ``.jsonl``: one document a line,
-    ``{"text", "entities": [{"start", "end", "type", "text"}]}`` as ``predict`` writes it."""
+    ``{"text", "entities": [{"start", "end", "type", "text"}]}`` as ``predict`` writes it (``claim``: the
+    command's, when it writes a user's output: ``files.write_text``)."""
     if path.suffix == ".jsonl":
         if any(UNKNOWN in tags for doc in converted for _, tags in doc.sentences):
             raise AnnotationFormatError(
@@ -108,7 +109,7 @@ def write_converted(path: Path, converted: Sequence[Converted]) -> None:
         for doc in converted:
             found = [{"start": s, "end": e, "type": t, "text": doc.text[s:e]} for s, e, t in doc.entities]
             lines.append(json.dumps({"text": doc.text, "entities": found}, ensure_ascii=False))
-        write_text(path, "".join(f"{line}\n" for line in lines))
+        write_text(path, "".join(f"{line}\n" for line in lines), claim)
     else:
         for doc in converted:
             if any(DOCSTART in tokens for tokens, _ in doc.sentences):
@@ -116,7 +117,7 @@ def write_converted(path: Path, converted: Sequence[Converted]) -> None:
                     f"{doc.where}: the text holds the token {DOCSTART}, which CoNLL reads as a document "
                     "boundary; write .jsonl instead, or change that word"
                 )
-        write_conll(path, [doc.sentences for doc in converted])
+        write_conll(path, [doc.sentences for doc in converted], claim)
 
 
 def count_entities(converted: Sequence[Converted], scheme: str) -> int:

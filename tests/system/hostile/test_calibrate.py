@@ -67,7 +67,9 @@ def test_output_over_foreign_things_is_refused(trained: Path, tmp_path: Path, ca
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
     assert calibrate(trained / "export", TINY / "valid.txt", foreign) == 2
-    one_error_line(capsys, "exists and is not an export (it holds keep.txt)")
+    one_error_line(
+        capsys, "exists and is not an earlier output of calibrate, or was changed since (it holds keep.txt)"
+    )
     assert snapshot(foreign) == {"keep.txt": b"mine"}
     a_file = tmp_path / "file"
     a_file.write_text("mine")
@@ -98,3 +100,46 @@ def test_cuda_without_cuda_is_one_line(trained: Path, tmp_path: Path, capsys) ->
     ]
     assert main(["calibrate", *args, "--device", "cuda"]) == 2
     one_error_line(capsys, "--device cuda")
+
+
+@pytest.fixture(scope="module")
+def finding(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny run trained long enough (12 epochs) that its tagger finds entities, so calibrate writes."""
+    import train
+    from tests.helpers import train_args
+
+    run = tmp_path_factory.mktemp("calibrate") / "run"
+    assert train.main(train_args(run, "trainer.max_epochs=12")) == 0
+    return run
+
+
+@pytest.mark.system
+def test_calibrate_never_replaces_another_runs_export(finding: Path, tmp_path: Path, capsys) -> None:
+    other = tmp_path / "other"  # another run's export, written by export
+    ckpt = finding / "checkpoints/best.ckpt"
+    assert main(["export", "--checkpoint", str(ckpt), "--output", str(other)]) == 0
+    before = snapshot(other)
+    assert calibrate(finding / "export", TINY / "valid.txt", other) == 2
+    assert one_error_line(capsys).startswith(
+        f"error: --output {other}: exists and is not an earlier output of calibrate, or was changed since (it "
+        "holds "
+    )
+    assert snapshot(other) == before
+    out = tmp_path / "calibrated"
+    assert calibrate(finding / "export", TINY / "valid.txt", out) == 0
+    assert calibrate(finding / "export", TINY / "valid.txt", out) == 0  # its own earlier output
+    assert (
+        main(
+            [
+                "calibrate",
+                "--model",
+                str(finding / "export"),
+                "--dev",
+                str(TINY / "valid.txt"),
+                "--output",
+                str(other),
+                "--overwrite",
+            ]
+        )
+        == 0
+    )  # the user said so

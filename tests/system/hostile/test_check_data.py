@@ -147,9 +147,10 @@ def test_predict_never_replaces_what_it_did_not_write(trained, tmp_path, capsys)
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me", encoding="utf-8")
     base = ["predict", "--model", model, "--input", str(news)]
-    assert main([*base, "--format", "brat", "--output", str(mine)]) == 2
-    one_error_line(capsys, f"{mine}: exists and is not a folder of predict --format brat")
-    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    # into a folder it did not make: its own files beside the user's, nothing removed
+    assert main([*base, "--format", "brat", "--output", str(mine)]) == 0
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert (mine / "doc000001.ann").is_file()
     assert main([*base, "--format", "doccano", "--output", str(news)]) == 2
     one_error_line(capsys, "is the input (or holds it)")
     assert main([*base, "--format", "doccano", "--output", str(mine)]) == 2  # a file format, a folder named
@@ -161,7 +162,12 @@ def test_predict_never_replaces_what_it_did_not_write(trained, tmp_path, capsys)
     out = tmp_path / "pre"
     assert main([*base, "--format", "brat", "--output", str(out)]) == 0
     assert main([*base, "--format", "brat", "--output", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["annotation.conf", "doc000001.ann", "doc000001.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".ner-app",
+        "annotation.conf",
+        "doc000001.ann",
+        "doc000001.txt",
+    ]
 
 
 def test_a_label_studio_file_of_predictions_converts_only_when_it_is_one(tmp_path, capsys):

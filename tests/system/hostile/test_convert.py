@@ -256,7 +256,10 @@ def test_never_over_an_input_or_a_file_it_did_not_write(tmp_path, capsys):
     mine = tmp_path / "notes.txt"
     mine.write_text("my notes\n", encoding="utf-8")
     assert main(["convert", str(data), "--from", "doccano", "--output", str(mine)]) == 2
-    one_error_line(capsys, f"{mine}: exists and is not an output of convert")
+    assert one_error_line(capsys) == (
+        f"error: --output {mine}: exists and is not an earlier output of convert (or was changed since); nothing "
+        "was changed: choose another name, or add --overwrite to replace it"
+    )
     assert mine.read_text(encoding="utf-8") == "my notes\n"
     assert main(["convert", str(data), "--output", str(tmp_path / "a.json")]) == 2
     one_error_line(capsys, "expected an output name ending in .conll, .txt or .jsonl")
@@ -308,3 +311,32 @@ def test_a_fifo_export_is_one_line_at_once(tmp_path, capsys, name, fmt):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "not a regular file" in err[0] and str(fifo) in err[0], err
     assert not (tmp_path / "out.conll").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("gold.conll", "-DOCSTART- O\n\nSony B-ORG\nfixed O\n"),  # a gold file corrected by hand
+        ("export.jsonl", '{"text": "Sony", "label": [[0, 4, "ORG"]]}\n'),  # a doccano export
+    ],
+)
+def test_a_file_that_only_looks_like_its_output_is_not_replaced(tmp_path, capsys, name, content):
+    data = tmp_path / "a.jsonl"
+    data.write_text(GOOD + "\n", encoding="utf-8")
+    out = tmp_path / name
+    out.write_text(content, encoding="utf-8")
+    assert main(["convert", str(data), "--from", "doccano", "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an earlier output of convert (or was changed since); nothing "
+        "was changed: choose another name, or add --overwrite to replace it"
+    )
+    assert out.read_text(encoding="utf-8") == content
+    # convert's own output, corrected by hand since, is the user's now
+    mine = tmp_path / f"mine{out.suffix}"
+    assert main(["convert", str(data), "--from", "doccano", "--output", str(mine)]) == 0
+    mine.write_text(mine.read_text(encoding="utf-8").replace("ORG", "MISC"), encoding="utf-8")
+    assert main(["convert", str(data), "--from", "doccano", "--output", str(mine)]) == 2
+    one_error_line(capsys, "exists and is not an earlier output of convert (or was changed since)")
+    assert "MISC" in mine.read_text(encoding="utf-8")
+    assert main(["convert", str(data), "--from", "doccano", "--output", str(out), "--overwrite"]) == 0
+    assert out.read_text(encoding="utf-8") != content

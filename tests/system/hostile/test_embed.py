@@ -103,7 +103,10 @@ def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_pat
     assert left and not out.exists()
     monkeypatch.setattr(files, "STALE_AFTER_S", 0.0)
     assert main(args) == 0
-    assert sorted(p.name for p in out.parent.iterdir()) == ["layers.hdf5"]
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        ".layers.hdf5.ner-app",
+        "layers.hdf5",
+    ]  # and its marker
     with h5py.File(out, "r") as f:
         assert len(f) == 20_000
 
@@ -169,3 +172,16 @@ def test_embed_output_dash_is_standard_output(tmp_path: Path, capsysbinary) -> N
 def test_embed_output_that_is_a_folder_is_refused_before_the_work(tmp_path: Path, capsys) -> None:
     assert main(_embed(tmp_path, tmp_path)) == 2
     one_error_line(capsys, f"--output {tmp_path}: is a folder, expected a file name")
+
+
+def test_embed_output_never_replaces_a_file_it_did_not_write(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "vectors.hdf5"
+    out.write_bytes(b"\x89HDF\r\n\x1a\n another tool's vectors")
+    assert main(_embed(tmp_path, out)) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an earlier output of embed (or was changed since); nothing "
+        "was changed: choose another name, or add --overwrite to replace it"
+    )
+    assert out.read_bytes() == b"\x89HDF\r\n\x1a\n another tool's vectors"
+    assert main([*_embed(tmp_path, out), "--overwrite"]) == 0
+    assert main(_embed(tmp_path, out)) == 0  # its own earlier output

@@ -245,3 +245,19 @@ def test_a_bad_gold_export_is_named_by_its_task(trained: Path, tmp_path: Path, c
         main(["evaluate", "--model", str(trained / "export"), "--gold", str(odd), "--from", "doccano"]) == 2
     )
     one_error_line(capsys, f"{odd}:1: not valid JSON")
+
+
+def test_predictions_never_replace_a_file_evaluate_did_not_write(
+    trained: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "corrected.conll"
+    out.write_text("-DOCSTART- O\n\nAlice B-PER B-PER\n")  # a file of the user's in the same layout
+    command = ["evaluate", "--model", str(trained / "export"), "--gold", str(TINY / "valid.txt")]
+    assert main([*command, "--predictions", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --predictions {out}: exists and is not an earlier output of evaluate (or was changed since); "
+        "nothing was changed: choose another name, or add --overwrite to replace it"
+    )
+    assert out.read_text() == "-DOCSTART- O\n\nAlice B-PER B-PER\n"
+    assert main([*command, "--predictions", str(out), "--overwrite"]) == 0
+    assert main([*command, "--predictions", str(out)]) == 0  # its own earlier output

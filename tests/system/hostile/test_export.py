@@ -263,3 +263,21 @@ def test_export_output_dash_is_refused_in_one_line(trained, tmp_path, capsys, mo
     assert main(["export", "--checkpoint", str(trained / "checkpoints" / "best.ckpt"), "--output", "-"]) == 2
     one_error_line(capsys, "-: this output is a folder, and standard output is not one")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_export_never_replaces_an_export_it_did_not_write(trained, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(trained / "export", other)  # another run's export, copied here
+    before = {p.relative_to(other): p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    command = ["export", "--checkpoint", str(trained / "checkpoints/best.ckpt"), "--output", str(other)]
+    assert main(command) == 2
+    assert one_error_line(capsys).startswith(
+        f"error: --output {other}: exists and is not an earlier output of export, or was changed since (it holds "
+    )
+    assert {p.relative_to(other): p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+    (other / "notes.txt").write_text("the user's notes")
+    assert main([*command, "--overwrite"]) == 2  # --overwrite never removes a file it does not write
+    one_error_line(capsys, "holds notes.txt, which this output would remove")
+    (other / "notes.txt").unlink()
+    assert main([*command, "--overwrite"]) == 0
+    assert main(command) == 0  # its own earlier output now

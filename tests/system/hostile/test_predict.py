@@ -148,3 +148,64 @@ def test_predict_with_a_forged_frozen_row_cache_predicts_as_without_one(tmp_path
     assert main(command) == 0
     assert capsys.readouterr().out == clean
     assert float(np.load(path)[0, 0]) != 9.0
+
+
+# A user's files that predict's outputs resemble: each was replaced, exit 0, before the output policy.
+FOREIGN = {
+    "doccano.jsonl": '{"text": "Alice flew to Paris", "label": [[0, 5, "PER"]]}\n',
+    "gold.conll": "-DOCSTART- O\n\nAlice B-PER\nflew O\n",
+    "notes.md": "# Notes\n\nAnnotated by hand.\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN))
+def test_predict_output_never_replaces_a_file_it_did_not_write(trained, tmp_path, capsys, name) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("Alice flew to Paris\n")
+    out = tmp_path / name
+    out.write_text(FOREIGN[name])
+    fmt = "conll" if name.endswith(".conll") else "jsonl"
+    if fmt == "conll":
+        source.write_text("Alice\nflew\n")
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source), "--format", fmt]
+    assert main([*command, "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an earlier output of predict (or was changed since); nothing "
+        "was changed: choose another name, or add --overwrite to replace it"
+    )
+    assert out.read_text() == FOREIGN[name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.txt", name])
+    assert main([*command, "--output", str(out), "--overwrite"]) == 0  # the user said so
+    assert out.read_text() != FOREIGN[name]
+    assert main([*command, "--output", str(out)]) == 0  # its own earlier output, unchanged
+    out.write_text(out.read_text() + "\n")  # changed by hand since
+    assert main([*command, "--output", str(out)]) == 2
+    one_error_line(capsys, "exists and is not an earlier output of predict (or was changed since)")
+
+
+def test_predict_brat_into_a_folder_keeps_corrected_and_other_files(trained, tmp_path, capsys) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("Alice flew to Paris\n\nBob met Carol in Berlin\n")
+    folder = tmp_path / "brat"
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source), "--format", "brat"]
+    assert main([*command, "--output", str(folder)]) == 0
+    ann = sorted(folder.glob("*.ann"))
+    assert len(ann) == 2
+    corrected = "T1\tPER 0 5\tAlice\nT2\tLOC 14 19\tParis\n"
+    ann[0].write_text(corrected)  # an annotator's correction
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert main([*command, "--output", str(folder)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {folder}: {ann[0].name} differs from what predict wrote there (changed since, or not "
+        "written by it); nothing was changed: choose another output folder, or add --overwrite to replace "
+        "those files"
+    )
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    ann[0].unlink()  # the corrected file moved away: the run writes its own files and nothing else
+    (folder / "notes.txt").write_text("the user's own file\n")
+    assert main([*command, "--output", str(folder)]) == 0
+    assert (folder / "notes.txt").read_text() == "the user's own file\n"
+    assert ann[0].is_file() and ann[0].read_text() != corrected
+    ann[1].write_text(corrected)
+    assert main([*command, "--output", str(folder), "--overwrite"]) == 0  # the user said so
+    assert ann[1].read_text() != corrected and (folder / "notes.txt").is_file()

@@ -152,3 +152,18 @@ def test_find_threshold_bad_gold_files_are_one_line(trained, tmp_path, capsys) -
     partial.write_text("Alice I-PER\nflew -\n", encoding="utf-8")
     assert main([*base, "--input", str(partial)]) == 2
     one_error_line(capsys, "partial.conll:2: expected an annotated tag")
+
+
+def test_select_output_never_replaces_a_file_it_did_not_write(trained, tmp_path, capsys) -> None:
+    source = pool(tmp_path)
+    out = tmp_path / "batch.txt"
+    out.write_text("sentences the user picked by hand\n")
+    base = ["select", "--model", str(trained / "export"), "--k", "1", "--input", str(source)]
+    assert main([*base, "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an earlier output of select (or was changed since); nothing "
+        "was changed: choose another name, or add --overwrite to replace it"
+    )
+    assert out.read_text() == "sentences the user picked by hand\n"
+    assert main([*base, "--output", str(out), "--overwrite"]) == 0
+    assert main([*base, "--output", str(out)]) == 0  # its own earlier output

@@ -66,15 +66,18 @@ def test_a_folder_it_did_not_write_is_refused(tmp_path: Path, capsys: pytest.Cap
     (mine / "notes.txt").write_text("keep me")
     assert main(["split", str(source), "--output", str(mine)]) == 2
     assert one_error_line(capsys) == (
-        f"error: {mine}: exists and is not an output of split (it holds notes.txt); nothing was changed: choose "
-        "another output folder, or remove that one yourself"
+        f"error: --output {mine}: exists and is not an earlier output of split, or was changed since (it holds "
+        "notes.txt); nothing was changed: choose another output folder, or add --overwrite to replace the files "
+        "it writes"
     )
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     # an earlier output with a file of the user's added is not ours either
     assert main(["split", str(source), "--output", str(tmp_path / "out")]) == 0
     (tmp_path / "out" / "mine.txt").write_text("x")
     assert main(["split", str(source), "--output", str(tmp_path / "out")]) == 2
-    one_error_line(capsys, "exists and is not an output of split (it holds mine.txt, split.json, test.txt")
+    one_error_line(
+        capsys, "exists and is not an earlier output of split, or was changed since (it holds mine.txt"
+    )
 
 
 def test_an_output_that_is_a_file_or_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,7 +85,8 @@ def test_an_output_that_is_a_file_or_the_input(tmp_path: Path, capsys: pytest.Ca
     (tmp_path / "file").write_text("x")
     assert main(["split", str(source), "--output", str(tmp_path / "file")]) == 2
     assert one_error_line(capsys) == (
-        f"error: {tmp_path / 'file'}: exists and is not a folder; choose another output folder"
+        f"error: --output {tmp_path / 'file'}: exists and is not a folder; nothing was changed: choose another "
+        "output folder"
     )
     brat = write_format("brat", corpus(5), tmp_path)
     assert main(["split", str(brat), "--output", str(brat / "splits")]) == 2
@@ -148,3 +152,18 @@ def test_data_folder_errors_point_to_split(tmp_path: Path, capsys: pytest.Captur
         "valid's may be named valid.txt, valid.conll, valid.conllu, valid.jsonl, valid.json, valid/ (a brat "
         "folder); ner-app split makes the three from one export)"
     )
+
+
+def test_a_split_changed_by_hand_is_not_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, out = _input(tmp_path), tmp_path / "out"
+    assert main(["split", str(source), "--output", str(out)]) == 0
+    assert main(["split", str(source), "--output", str(out), "--seed", "2"]) == 0  # its own: replaced
+    with open(out / "test.txt", "a", encoding="utf-8") as f:
+        f.write("Fixed B-PER\n\n")  # a gold file corrected by hand
+    before = (out / "test.txt").read_bytes()
+    assert main(["split", str(source), "--output", str(out)]) == 2
+    assert one_error_line(capsys).startswith(
+        f"error: --output {out}: exists and is not an earlier output of split, or was changed since (it holds "
+    )
+    assert (out / "test.txt").read_bytes() == before
+    assert main(["split", str(source), "--output", str(out), "--overwrite"]) == 0  # the user said so

@@ -375,3 +375,16 @@ def test_case_augment_in_document_context_is_refused_in_one_line(tmp_path, capsy
         )
         == 0
     )
+
+
+def test_a_refused_run_leaves_nothing_in_the_folder_it_was_given(tmp_path, capsys):
+    run = tmp_path / "mine"
+    run.mkdir()
+    (run / "notes.txt").write_text("the user's own file\n")
+    assert train.main(train_args(run)) == 2
+    one_error_line(capsys, f"output_dir {run} is not empty (it holds notes.txt)")
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # no .lock left behind
+    fresh = tmp_path / "fresh"
+    assert train.main([*train_args(fresh), "--resume"]) == 2  # refused before it made anything
+    one_error_line(capsys, "--resume: no checkpoint")
+    assert not fresh.exists()

@@ -183,7 +183,7 @@ def test_an_export_naming_the_package_predicts_as_the_one_carrying_it(
         env=env,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "tagger.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".ner-app", "model.safetensors", "tagger.json"]
     entry = json.loads((out / "tagger.json").read_text())["features"][-1]
     assert entry["package"] == "tinyenc==0.3" and entry["fingerprint"] == fingerprint(
         run / "export" / "transformer"
@@ -213,7 +213,7 @@ def test_calibrate_and_evaluate_keep_the_reference(run: Path, site: Path, tmp_pa
         )
         == 0
     )
-    assert sorted(p.name for p in calibrated.iterdir()) == ["model.safetensors", "tagger.json"]
+    assert sorted(p.name for p in calibrated.iterdir()) == [".ner-app", "model.safetensors", "tagger.json"]
     assert json.loads((calibrated / "tagger.json").read_text())["features"][-1]["package"] == "tinyenc==0.3"
     assert load_tagger(calibrated).predict(TEXTS) == load_tagger(run / "export").predict(TEXTS)
     capsys.readouterr()
