@@ -203,7 +203,12 @@ def test_documented_loop(tmp_path):
     metrics = json.loads((tmp_path / "runs/own_data_continue/metrics.json").read_text())
     assert metrics["previous_dev"]["types"] == ["LOC", "MISC", "ORG", "PER"]
     spec = json.loads((tmp_path / "runs/own_data_continue/export/tagger.json").read_text())
-    assert {t.split("-", 1)[-1] for t in spec["vocab"]["tags"]["tokens"] if t != "O"} == {"LOC", "MISC", "ORG", "PER"}
+    assert {t.split("-", 1)[-1] for t in spec["vocab"]["tags"]["tokens"] if t != "O"} == {
+        "LOC",
+        "MISC",
+        "ORG",
+        "PER",
+    }
     (task,) = json.loads((tmp_path / "pre.json").read_text(encoding="utf-8"))
     assert task["predictions"][0]["model_version"].startswith("own_data_continue-")
     labels = {r["value"]["text"]: r["value"]["labels"] for r in task["predictions"][0]["result"]}
