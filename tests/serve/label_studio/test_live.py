@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ner_app.text.conll import read_conll
 from tests.helpers import REPO, TINY
 from tests.serve.label_studio.tasks import free_port
 
@@ -23,8 +24,16 @@ LABEL_STUDIO = os.environ.get("LABEL_STUDIO_BIN") or shutil.which("label-studio"
 
 @pytest.mark.skipif(LABEL_STUDIO is None, reason="label-studio is not installed (pip install label-studio)")
 def test_the_loop_with_label_studio(weak_model: Path, continue_config: Path, tmp_path: Path) -> None:
+    # 15 distinct sentences: the tiny sample's 5, each three times with a number of its own after it
+    base = [s for s in read_conll(TINY / "train.txt") if s.tokens]
+    rows = [
+        "".join(
+            f"{t} {g}\n" for t, g in zip([*s.tokens, "(", str(i), ")"], [*s.tags, "O", "O", "O"], strict=True)
+        )
+        for i, s in enumerate(base * 3)
+    ]
     source = tmp_path / "sentences.txt"
-    source.write_text("".join((TINY / f"{name}.txt").read_text() for name in ("train", "valid", "test")))
+    source.write_text("\n".join(rows))
     out = tmp_path / "out"
     command = [
         sys.executable, "-m", "benchmarks.label_studio_live", "--source", str(source), "--tasks", "15",
