@@ -282,8 +282,8 @@ def reading_options(
     keep_unannotated: bool = False,
 ) -> Options:
     """How split files are read, from the ``data.`` keys of the same names (``convert``'s options)."""
-    policy = Policy(label_map(labels, "data.labels"), type_list(types), overlap)
-    return Options(policy, align, "IOB2", tag_column, annotation, outside, keep_unannotated)
+    policy = Policy(label_map(labels, "data.labels"), type_list(types, "data.types"), overlap)
+    return Options(policy, align, "IOB2", tag_column, annotation, outside, keep_unannotated, "data.format")
 
 
 def data_reading(data: DataConfig) -> Options:

@@ -186,7 +186,8 @@ def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
 
 def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> dict[str, Any]:
     identity = run_identity_of(cfg)
-    keep_below = resumed_step(last, identity) if resume else None  # before anything is built
+    # before anything is built
+    keep_below = resumed_step(last, identity, cfg.trainer.max_epochs) if resume else None
     if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
         save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:

@@ -375,3 +375,16 @@ def test_case_augment_in_document_context_is_refused_in_one_line(tmp_path, capsy
         )
         == 0
     )
+
+
+def test_resume_with_fewer_epochs_than_trained_is_one_line(tmp_path, trained, capsys):
+    """``trainer.max_epochs`` below the epochs the checkpoint has trained: one line before anything is built
+    (Lightning would stop with a traceback, or end at once as if the run were done)."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    before = (run / "metrics.json").read_bytes()
+    assert train.main([*train_args(run, "trainer.max_epochs=1"), "--resume"]) == 2
+    one_error_line(
+        capsys, f"trainer.max_epochs is 1, but {run}/checkpoints/last.ckpt has trained 2 epochs", "at least 2"
+    )
+    assert (run / "metrics.json").read_bytes() == before
