@@ -80,7 +80,8 @@ def read_labelstudio(
                 f"{name}: task {index + 1}: expected an object with 'data' and 'annotations'"
             )
         task_name = f"task {task.get('id', index + 1)}"
-        if "data" in task and ids[str(task.get("id"))] > 1:  # an id several tasks share does not say which: their place does
+        # an id several tasks share does not say which: their place in the file does
+        if "data" in task and ids[str(task.get("id"))] > 1:
             task_name += f" (#{index + 1} in the file)"
         records.append(_record(task, f"{name}:{task_name}", task_name, audit))
     for record, chosen in choose(records, choice, keep_unannotated, audit):
