@@ -105,7 +105,7 @@ def _entities_section(conf: Path) -> frozenset[str]:
     ``----`` separators and ``<MACRO>=...`` lines are not types. A type's stored name has every character
     outside ``[A-Za-z0-9_-]`` as ``_``, as brat stores it."""
     section, found = "", set()
-    for line in brat_text(conf).split("\n"):
+    for line in brat_text(conf).removeprefix("\ufeff").split("\n"):  # a BOM would hide [entities]
         head = re.fullmatch(r"\s*\[(.*)\]\s*", line)
         if head:
             section = {"spans": "entities"}.get(head.group(1), head.group(1))

@@ -83,7 +83,7 @@ def read_labelstudio(
         # an id several tasks share does not say which: their place in the file does
         if "data" in task and ids[str(task.get("id"))] > 1:
             task_name += f" (#{index + 1} in the file)"
-        records.append(_record(task, f"{name}:{task_name}", task_name, audit))
+        records.append(_record(task, f"{name}:{task_name}", task_name, audit, choice == "latest"))
     for record, chosen in choose(records, choice, keep_unannotated, audit):
         spans = [] if chosen is None else _spans(record, chosen, audit)
         yield TextDocument(record.where, record.text, spans)
@@ -106,26 +106,27 @@ def _task_text(task: dict[str, Any], where: str) -> str:
     return strings[0]
 
 
-def _stamp(annotation: dict[str, Any], where: str) -> str:
+def _stamp(annotation: dict[str, Any], where: str, timed: bool) -> str:
     """``updated_at``, else ``created_at``, as a UTC time that compares as it should (``moment``); "" when
-    there is neither. One that is not an ISO 8601 time is an error naming the task: ``latest`` compares them."""
+    there is neither. When the times decide (``timed``: ``latest``), one that is not an ISO 8601 time is an
+    error naming the task; otherwise it is not read."""
     raw = annotation.get("updated_at") or annotation.get("created_at")
     if raw is None or raw == "":
         return ""
     found = moment(raw) if isinstance(raw, str) else None
-    if found is None:
+    if found is None and timed:
         raise AnnotationFormatError(
             f"{where}: expected an ISO 8601 time in updated_at or created_at (2024-05-01T12:00:00.123Z), found "
             f"{shown(raw)}"
         )
-    return found
+    return found or ""
 
 
-def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit) -> Record:
+def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit, timed: bool = False) -> Record:
     """A task of the JSON export (or a record of JSON-MIN) at ``where`` (``FILE:task 12``) and the annotations
     it may be read from."""
     if "data" not in task and isinstance(task.get("text"), str):
-        return _json_min(task, where, task_name)
+        return _json_min(task, where, task_name, timed)
     text = _task_text(task, where)
     if "annotations" not in task and "predictions" in task:  # an import file of pre-annotations
         audit.note("Label Studio tasks without annotations read from their first prediction")
@@ -148,7 +149,9 @@ def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit) -> R
         if cancelled:
             continue
         regions = _regions(annotation.get("result"), where)
-        kept.append(Candidate(name, truth, _stamp(annotation, f"{where}, annotation {number}"), regions))
+        kept.append(
+            Candidate(name, truth, _stamp(annotation, f"{where}, annotation {number}", timed), regions)
+        )
     if len(kept) < len(annotations):
         audit.note("cancelled Label Studio annotations skipped", len(annotations) - len(kept))
     if not kept:
@@ -179,7 +182,7 @@ def _regions(result: Any, where: str) -> tuple[Region, ...]:
     return tuple(regions)
 
 
-def _json_min(task: dict[str, Any], where: str, task_name: str) -> Record:
+def _json_min(task: dict[str, Any], where: str, task_name: str, timed: bool) -> Record:
     """A record of the JSON-MIN export: the text at the top, each labels control's regions under its name,
     and the one annotation it holds (``annotation_id``, ``created_at``, ``updated_at``)."""
     regions = []
@@ -191,7 +194,9 @@ def _json_min(task: dict[str, Any], where: str, task_name: str) -> Record:
                     for label in need_list(region["labels"], where, "labels")
                 ]
     name = f"{task_name} annotation {task['annotation_id']}" if "annotation_id" in task else task_name
-    return Record(where, str(task["text"]), (Candidate(name, False, _stamp(task, where), tuple(regions)),))
+    return Record(
+        where, str(task["text"]), (Candidate(name, False, _stamp(task, where, timed), tuple(regions)),)
+    )
 
 
 def _spans(record: Record, chosen: Candidate, audit: Audit) -> list[CharSpan]:

@@ -453,6 +453,9 @@ def test_a_brat_ann_with_a_bom_keeps_its_first_annotation(tmp_path, capsys):
     assert main(["convert", str(folder / "a.ann"), "--strict", "--output", str(out)]) == 0
     assert "2 entities; spans moved 0, cut 0, dropped 0;" in capsys.readouterr().out
     assert "Sony B-ORG" in out.read_text(encoding="utf-8")
+    (folder / "annotation.conf").write_text("\ufeff[entities]\nORG\nPRODUCT\n", encoding="utf-8")
+    assert main(["convert", str(folder), "--from", "brat", "--strict", "--output", str(out)]) == 0
+    assert "2 entities; spans moved 0, cut 0, dropped 0;" in capsys.readouterr().out
 
 
 def test_partial_conll_converts_with_its_unknown_tags(tmp_path, capsys):
