@@ -212,6 +212,8 @@ def test_a_split_in_two_formats_is_refused_naming_both(tmp_path, capsys):
     one_error_line(
         capsys, f"{folder}/train.txt and {folder}/train.jsonl: two files of split train in {folder}"
     )
+    assert main(["check-data", str(folder), "--format", "conll"]) == 0  # the format named picks one
+    assert f"train: {folder}/train.txt;" in capsys.readouterr().out
 
 
 def test_messages_name_check_datas_own_options(tmp_path, capsys):
