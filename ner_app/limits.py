@@ -32,6 +32,13 @@ SERVE_MAX_BODY_BYTES = 12 * SERVE_MAX_CHARS + 64 * SERVE_MAX_TEXTS + 1024
 # whole file read at once (a Label Studio export, a brat .txt/.ann, a CoNLL or CoNLL-U file)
 MAX_ANNOTATION_LINE_BYTES = 1 << 26  # 64 MiB
 MAX_ANNOTATION_FILE_BYTES = 1 << 29  # 512 MiB
+# an integer of an annotation file (an offset, an id): 10^30 is beyond any text; Python parses 4,300 digits
+MAX_JSON_INT_DIGITS = 30
+# ``benchmark speed``: the words of one timed batch (the input is cycled to fill it: a batch size far above the
+# input would otherwise grow without bound), and the timed or warm-up batches (the bootstrap draws
+# 1,000 x batches indices)
+MAX_BENCHMARK_BATCH_WORDS = 1 << 20
+MAX_BENCHMARK_BATCHES = 10_000
 
 
 class LimitError(NerAppError):

@@ -11,6 +11,7 @@ from typing import Any
 
 from ner_app.cli.arguments import Owned, positive_int
 from ner_app.errors import NerAppError
+from ner_app.limits import MAX_BENCHMARK_BATCHES
 
 PATHS = ("torch", "onnx", "int8")
 MAX_INPUT_BYTES = 256 << 20  # the input is read whole (its sentences are cycled): bounded
@@ -85,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
     from ner_app.predict.speed import measure_speed
     from ner_app.text.lines import read_lines
 
-    if args.warmup < 0:
-        raise NerAppError(f"--warmup: expected an integer >= 0, found {args.warmup}")
+    for option, value, low in (("--warmup", args.warmup, 0), ("--batches", args.batches, 1)):
+        if not low <= value <= MAX_BENCHMARK_BATCHES:  # the bootstrap draws 1,000 x batches indices
+            raise NerAppError(
+                f"{option}: expected an integer in [{low}, {MAX_BENCHMARK_BATCHES:,}], found {value:,}"
+            )
     source = Path(args.input)
     if not source.is_file():
         raise NerAppError(f"--input {source}: not a file (expected a UTF-8 text file)")

@@ -4,6 +4,7 @@ reads it: a config's data section, a folder of split files, or the split files n
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,7 +66,7 @@ def _sources(args: argparse.Namespace) -> tuple[dict[str, Path], str | None, Opt
                 f"{data.hub_name!r}"
             )
         return split_paths(data.dir, data.format), data.format, data_reading(data)
-    options = reading_options(args, "IOB2")
+    options = dataclasses.replace(reading_options(args, "IOB2"), format_option="--format")
     if args.folder:
         folder = Path(args.folder)
         if not folder.is_dir():

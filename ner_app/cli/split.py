@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             "--outside unknown: split writes dev and test, which are scored and must be fully annotated; "
             "split a fully annotated export"
         )
-    if (args.labels or args.types) and split_format(source, args.fmt) == "conll":
+    if (args.labels or args.types) and split_format(source, args.fmt, "--from") == "conll":
         raise NerAppError(
             f"{source}: a CoNLL input is split as it is, its tags unchanged, so --labels and --types do not "
             "apply; rename or keep types with convert first (convert --labels ... --output all.conll)"

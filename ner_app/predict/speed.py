@@ -19,6 +19,7 @@ from itertools import cycle, islice
 import numpy as np
 
 from ner_app.errors import NerAppError
+from ner_app.limits import MAX_BENCHMARK_BATCH_WORDS
 from ner_app.text.batching import PREDICT_BATCH_SIZE
 from ner_app.text.tokenizer import sentences as split_sentences
 
@@ -30,16 +31,21 @@ class Speed:
     """Words per second: the mean over timed batches and its 95% bootstrap interval; what was timed."""
 
     mean: float
-    low: float
-    high: float
+    low: float | None  # None with one timed batch: one rate has no spread to draw an interval from
+    high: float | None
     batches: int
     warmup: int
     words: int
     seconds: float
 
     def line(self) -> str:
+        interval = (
+            f"95% CI [{self.low:,.0f}, {self.high:,.0f}]"
+            if self.low is not None and self.high is not None
+            else "no confidence interval (one batch; --batches 2 or more gives one)"
+        )
         return (
-            f"{self.mean:,.0f} words/s, 95% CI [{self.low:,.0f}, {self.high:,.0f}] over {self.batches} batches "
+            f"{self.mean:,.0f} words/s, {interval} over {self.batches} batches "
             f"({self.words:,} words in {self.seconds:.2f} s; {self.warmup} warm-up batches left out)"
         )
 
@@ -85,10 +91,11 @@ def bootstrap_speed(
     picks = np.random.default_rng(seed).integers(0, len(rates), size=(resamples, len(rates)))  # (R, N)
     means = rates[picks].mean(axis=1)  # (R,)
     low, high = np.percentile(means, [2.5, 97.5])
+    spread = len(rates) > 1  # every resample of one batch is that batch: a zero-width interval says nothing
     return Speed(
         float(rates.mean()),
-        float(low),
-        float(high),
+        float(low) if spread else None,
+        float(high) if spread else None,
         len(timed),
         warmup,
         int(words.sum()),
@@ -103,6 +110,17 @@ def measure_speed(
     batches: int = 50,
     warmup: int = 3,
 ) -> Speed:
-    """Words/s of ``tag`` (a tagger's ``tag``) on the sentences of ``lines``: see the module's docstring."""
-    stream = batch_stream(token_sentences(lines), batch_size)
+    """Words/s of ``tag`` (a tagger's ``tag``) on the sentences of ``lines``: see the module's docstring. A
+    batch that would hold more than ``MAX_BENCHMARK_BATCH_WORDS`` words of this input is refused first."""
+    sentences = token_sentences(lines)
+    total = sum(len(s) for s in sentences)
+    if sentences:  # a batch holds the input (cycled) at most this many times over
+        most = -(-batch_size // len(sentences)) * total
+        if most > MAX_BENCHMARK_BATCH_WORDS:
+            raise NerAppError(
+                f"--batch-size {batch_size:,}: a batch of this input ({len(sentences):,} sentences, {total:,} words, "
+                f"cycled) holds up to {most:,} words, more than the {MAX_BENCHMARK_BATCH_WORDS:,} a timed batch "
+                "may hold; lower --batch-size"
+            )
+    stream = batch_stream(sentences, batch_size)
     return bootstrap_speed(timed_batches(tag, stream, batches, warmup), warmup)

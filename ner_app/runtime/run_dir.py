@@ -105,12 +105,28 @@ def opened_run(run_dir: Path, resume: bool) -> Iterator[Path]:
         yield last
 
 
-def resumed_step(last: Path, identity: dict[str, Any]) -> int:
-    """The step ``last`` was written at, after refusing a stale or foreign checkpoint (``check_identity``):
-    the CSV log keeps its rows below it. Read before anything is built."""
+def resumed_step(last: Path, identity: dict[str, Any], max_epochs: int | None = None) -> int:
+    """The step ``last`` was written at, after refusing a stale or foreign checkpoint (``check_identity``)
+    and a ``max_epochs`` below the epochs it has trained (Lightning would stop with a traceback, or end at
+    once): the CSV log keeps its rows below it. Read before anything is built."""
     saved = load_checkpoint(last)
     check_identity(saved, identity, last)
+    if max_epochs is not None and (done := epochs_trained(saved)) > max_epochs:
+        raise RunFolderError(
+            f"trainer.max_epochs is {max_epochs}, but {last} has trained {done} epochs; --resume goes on to "
+            f"trainer.max_epochs: expected at least {done}"
+        )
     return int(saved.get("global_step", 0))
+
+
+def epochs_trained(checkpoint: dict[str, Any]) -> int:
+    """The epochs a Lightning checkpoint has trained (the one it was written in, at its end, counted)."""
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]
+        return int(progress["processed"])
+    except (KeyError, TypeError, ValueError):  # an older layout: the epoch it was written in, 0-based
+        epoch = checkpoint.get("epoch", 0)
+        return epoch + 1 if isinstance(epoch, int) else 0
 
 
 @contextmanager

@@ -80,8 +80,9 @@ _BY_NAME = {n: s for s in SCHEMES.values() for n in (s.name, *s.aliases, s.train
 TRAINING_SCHEMES = tuple(sorted(s.training_name for s in SCHEMES.values()))
 TRAINABLE_SCHEMES = tuple(s.training_name for s in SCHEMES.values() if s.seqeval is not None)
 _ALL_PREFIXES = "".join(sorted({p for s in SCHEMES.values() for p in s.prefixes}))
-# A tag of any scheme: O, or a prefix and a non-empty entity type.
-TAG_PATTERN = re.compile(rf"O|[{_ALL_PREFIXES}]-\S+")
+# A tag of any scheme: O, or a prefix and a non-empty entity type of printable characters (a control character,
+# a terminal escape sequence's first, would reach every message and report).
+TAG_PATTERN = re.compile(rf"O|[{_ALL_PREFIXES}]-[^\s\x00-\x1f\x7f-\x9f]+")
 
 
 def scheme_of(name: str) -> Scheme:

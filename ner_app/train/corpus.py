@@ -200,14 +200,14 @@ def load_folder(
     return {name: splits[name].to_dict() for name in _FILE_SPLITS.values()}
 
 
-def data_files(data_dir: str) -> list[Path]:
-    """The files whose bytes are the data of ``data_dir`` (for a run's data fingerprint): the CoNLL files
-    that exist, else the files of a dataset folder."""
+def data_files(data_dir: str, fmt: str | None = None) -> list[Path]:
+    """The files whose bytes are the data of ``data_dir`` (for a run's data fingerprint): the split files in
+    format ``fmt`` (None: any) that exist, else the files of a dataset folder."""
     folder = Path(data_dir)
     found = [
         p
         for name in _FILE_SPLITS.values()
-        if (path := split_file(folder, name, None))
+        if (path := split_file(folder, name, fmt))
         for p in split_files(path)
         if p.is_file()  # a FIFO or device is not read here: loading the split names it in one line
     ]
@@ -282,8 +282,8 @@ def reading_options(
     keep_unannotated: bool = False,
 ) -> Options:
     """How split files are read, from the ``data.`` keys of the same names (``convert``'s options)."""
-    policy = Policy(label_map(labels, "data.labels"), type_list(types), overlap)
-    return Options(policy, align, "IOB2", tag_column, annotation, outside, keep_unannotated)
+    policy = Policy(label_map(labels, "data.labels"), type_list(types, "data.types"), overlap)
+    return Options(policy, align, "IOB2", tag_column, annotation, outside, keep_unannotated, "data.format")
 
 
 def data_reading(data: DataConfig) -> Options:

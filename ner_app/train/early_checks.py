@@ -10,6 +10,7 @@ from ner_app.config.checks import check_train_config
 from ner_app.config.load import REPOSITORY
 from ner_app.config.schema import ElmoConfig, TrainConfig, input_features
 from ner_app.errors import MissingFileError, NerAppError
+from ner_app.text.annotations.splits import is_brat_folder
 from ner_app.train.corpus import check_data_source, data_reading
 
 
@@ -44,9 +45,18 @@ def check_elmo_files(elmo: ElmoConfig) -> None:
 def check_init_from(init_from: str | None, previous_dev: str | None) -> None:
     """``model.init_from`` must be an export folder (not a checkpoint, not ONNX graphs), and
     ``data.previous_dev`` a file; what is inside them is checked when they are read."""
-    if previous_dev is not None and not Path(previous_dev).is_file():
+    if previous_dev is not None and not Path(previous_dev).exists():
         raise MissingFileError(
             f"data.previous_dev: {previous_dev}: not found (expected the old model's dev file)"
+        )
+    if (
+        previous_dev is not None
+        and Path(previous_dev).is_dir()
+        and not is_brat_folder(Path(previous_dev), None)
+    ):
+        raise InitSourceError(
+            f"data.previous_dev: {previous_dev}: a folder without .ann files; expected the old model's dev file "
+            "(a file, or a brat folder)"
         )
     if init_from is None:
         return

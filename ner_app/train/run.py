@@ -177,7 +177,9 @@ def run_training(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
 
 def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
     d = cfg.data
-    files = data_files(d.dir) if d.dir and not d.hub_name else []  # CoNLL, parquet or save_to_disk files
+    files = (
+        data_files(d.dir, d.format) if d.dir and not d.hub_name else []
+    )  # CoNLL, parquet or save_to_disk files
     data = data_fingerprint(files) if files else f"hub:{d.hub_name}"
     # A linear schedule decays to 0 at the last step of max_epochs: another max_epochs would be another run.
     pinned = ["trainer.max_epochs"] if cfg.optim.schedule == "linear" else []
@@ -186,7 +188,8 @@ def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
 
 def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> dict[str, Any]:
     identity = run_identity_of(cfg)
-    keep_below = resumed_step(last, identity) if resume else None  # before anything is built
+    # before anything is built
+    keep_below = resumed_step(last, identity, cfg.trainer.max_epochs) if resume else None
     if getattr(rank_zero_only, "rank", 0) == 0:  # under DDP every rank runs this function; one writes
         save_config(cfg, run_dir / "config.yaml")
     if cfg.trainer.threads:

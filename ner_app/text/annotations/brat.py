@@ -25,9 +25,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ner_app.errors import NerAppError
+from ner_app.limits import MAX_JSON_INT_DIGITS
 from ner_app.text.annotations.format import Format, Options, Probe
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
-from ner_app.text.annotations.read import char_span, read_text
+from ner_app.text.annotations.read import char_span, inside_collection, read_text
 from ner_app.text.outputs import ALTERNATIVES, OutputFormat, Target
 from ner_app.text.predictions import TaggedLine, documents
 
@@ -36,6 +37,8 @@ def brat_files(path: str | os.PathLike[str]) -> list[Path]:
     """The ``.ann`` files of one input: the file itself (``NAME.ann`` or ``NAME.txt``), or those of a folder."""
     path = Path(path)
     if path.is_dir():
+        for link in (p for p in path.rglob("*") if p.is_symlink() and p.is_dir()):
+            inside_collection(link, path)  # not walked into: one out of the folder is named, not left unread
         found = sorted(path.rglob("*.ann"))
         if not found:
             raise AnnotationFormatError(
@@ -51,6 +54,9 @@ def brat_files(path: str | os.PathLike[str]) -> list[Path]:
 
 NEWLINES = re.compile(r"\r\n?")  # brat's universal newlines: \r\n and a lone \r are one \n
 CONFIG = "annotation.conf"
+# an offset as written: ASCII digits (``²`` is a digit to str.isdigit, not to int), bounded as JSON offsets are;
+# a sign, so that a negative one is named as such
+OFFSET = re.compile(rf"-?[0-9]{{1,{MAX_JSON_INT_DIGITS}}}")
 TRIGGER = re.compile(r"E\d+\t([^\s:]+):(T\d+)")  # an event line: its type and trigger id come first
 
 
@@ -60,10 +66,14 @@ def brat_text(path: Path) -> str:
 
 
 def read_brat(path: str | os.PathLike[str], audit: Audit) -> Iterator[TextDocument]:
+    """The documents of a folder (every ``.ann`` under it) or of one ``.ann``; each file read must lie in the
+    folder (the ``.ann``'s folder): a symbolic link out of it is refused."""
     root = Path(path) if Path(path).is_dir() else Path(path).parent
     configs: dict[Path, frozenset[str] | None] = {}
     for ann in brat_files(path):
-        txt = ann.with_suffix(".txt")
+        if Path(path).is_dir():
+            inside_collection(ann, root)
+        txt = inside_collection(ann.with_suffix(".txt"), root)
         if not ann.is_file():
             raise AnnotationFormatError(f"{ann}: not found; brat keeps the annotations of {txt} in it")
         if not txt.is_file():
@@ -81,7 +91,7 @@ def configured_entities(folder: Path, root: Path) -> frozenset[str] | None:
     for where in (folder, *folder.parents):
         conf = where / CONFIG
         if conf.is_file():
-            return _entities_section(conf)
+            return _entities_section(inside_collection(conf, root))
         if where == root or root not in where.parents:
             return None
     return None
@@ -93,7 +103,7 @@ def _entities_section(conf: Path) -> frozenset[str]:
     ``----`` separators and ``<MACRO>=...`` lines are not types. A type's stored name has every character
     outside ``[A-Za-z0-9_-]`` as ``_``, as brat stores it."""
     section, found = "", set()
-    for line in brat_text(conf).split("\n"):
+    for line in brat_text(conf).removeprefix("\ufeff").split("\n"):  # a BOM would hide [entities]
         head = re.fullmatch(r"\s*\[(.*)\]\s*", line)
         if head:
             section = {"spans": "entities"}.get(head.group(1), head.group(1))
@@ -113,7 +123,8 @@ def _entities_section(conf: Path) -> frozenset[str]:
 
 
 def _document(ann: Path, text: str, audit: Audit, entities: frozenset[str] | None = None) -> TextDocument:
-    lines = brat_text(ann).split("\n")
+    # a BOM (some Windows editors write one) would hide the first line's T: its annotation would be skipped
+    lines = brat_text(ann).removeprefix("\ufeff").split("\n")
     # event triggers: T lines that an E line names (and their types), which are not entities
     triggers = [m.groups() for line in lines if (m := TRIGGER.match(line))]
     trigger_ids = {tid for _, tid in triggers}
@@ -133,7 +144,7 @@ def _document(ann: Path, text: str, audit: Audit, entities: frozenset[str] | Non
             )
         kind, ranges = head
         fragments = [r.split() for r in ranges.split(";")]
-        if not all(len(f) == 2 and all(x.lstrip("-").isdigit() for x in f) for f in fragments):
+        if not all(len(f) == 2 and all(OFFSET.fullmatch(x) for x in f) for f in fragments):
             raise AnnotationFormatError(
                 f"{where}: expected integer offsets 'START END' after {kind!r}, found {ranges!r}"
             )

@@ -20,7 +20,7 @@ from ner_app.text.annotations.read import read_text
 from ner_app.text.conll import DOCSTART, parse_conll
 from ner_app.text.outputs import OutputFormat, Target
 from ner_app.text.predictions import ConllItem
-from ner_app.text.tags import detect_scheme, entities
+from ner_app.text.tags import detect_scheme, known_entities
 
 
 def read_conll_file(path: str | os.PathLike[str], tag_column: int = -1) -> list[TokenDocument]:
@@ -29,11 +29,15 @@ def read_conll_file(path: str | os.PathLike[str], tag_column: int = -1) -> list[
     scheme = detect_scheme(s.tags for s in sentences)
     docs: dict[int, TokenDocument] = {}
     for sentence in sentences:
-        doc = docs.setdefault(sentence.doc, TokenDocument(f"{name}:{sentence.line}", [], [], []))
+        doc = docs.setdefault(
+            sentence.doc, TokenDocument(f"{name}:{sentence.line}", [], [], [], tags=[], scheme=scheme)
+        )
         base = len(doc.tokens)
         doc.tokens.extend(sentence.tokens)
+        assert doc.tags is not None
+        doc.tags.extend(sentence.tags)
         doc.sentences.append((base, len(doc.tokens)))
-        for kind, start, end in entities(sentence.tags, scheme):
+        for kind, start, end in known_entities(sentence.tags, scheme):  # a "-" tag is in no entity
             doc.spans.append(TokenSpan(base + start, base + end, kind, f"{name}:{sentence.line + start}"))
     return list(docs.values())
 
@@ -43,7 +47,7 @@ def looks_like_conll(path: Path) -> bool:
     if is_special(path):
         return True  # not opened (a FIFO blocks): the CoNLL reader names it in one line
     with open(path, "rb") as f:
-        head = f.read(4096).decode("utf-8", errors="replace")
+        head = f.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no token
     for line in head.split("\n"):
         if line.strip():
             return line.split()[0] == DOCSTART or len(line.split()) >= 2

@@ -11,6 +11,7 @@ as for CoNLL.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ner_app.text.annotations.format import Format, Options, Probe
@@ -19,6 +20,7 @@ from ner_app.text.annotations.read import read_text
 from ner_app.text.tags import detect_scheme, entities, is_tag
 
 NE_KEYS = ("NE", "name")
+ID = re.compile(r"[0-9]{1,9}")  # a word ID: ASCII digits (``³`` is a digit to str.isdigit, not to int)
 
 
 def _misc_tag(misc: str, where: str) -> str | None:
@@ -46,9 +48,15 @@ def read_conllu(path: str | os.PathLike[str]) -> list[TokenDocument]:
     tags: list[str] = []
     lines: list[int] = []
     range_end = 0  # the last word of the multiword token being read (0: none)
+    range_next = 0  # the word of it expected next
 
     def flush() -> None:
         nonlocal tokens, tags, lines
+        if range_end:  # a sentence ended inside a multiword token: its words never came
+            raise AnnotationFormatError(
+                f"{name}:{lines[-1]}: the multiword token {tokens[-1]!r} ends the sentence before its words "
+                f"{range_next}-{range_end}; expected each word of a range on the lines after it"
+            )
         if tokens:
             documents[-1].append((tokens, tags, lines))
         tokens, tags, lines = [], [], []
@@ -75,18 +83,25 @@ def read_conllu(path: str | os.PathLike[str]) -> list[TokenDocument]:
             continue
         if "-" in word_id:
             first, _, last = word_id.partition("-")
-            if not (first.isdigit() and last.isdigit() and int(first) < int(last)):
+            if not (ID.fullmatch(first) and ID.fullmatch(last) and int(first) < int(last)) or range_end:
                 raise AnnotationFormatError(
-                    f"{where}: expected a multiword range ID such as 1-2, found {word_id!r}"
+                    f"{where}: expected a multiword range ID such as 1-2 (after the words of the last one), "
+                    f"found {word_id!r}"
                 )
-            range_end = int(last)
+            range_next, range_end = int(first), int(last)
             tokens.append("_".join(form.split()) or "_")
             tags.append(tag or "")  # "" : decided by its words
             lines.append(number)
             continue
-        if not word_id.isdigit():
+        if not ID.fullmatch(word_id):
             raise AnnotationFormatError(f"{where}: expected an integer word ID, found {word_id!r}")
-        if range_end and int(word_id) <= range_end:  # a word of the multiword token: only its tag counts
+        if range_end and int(word_id) != range_next:
+            raise AnnotationFormatError(
+                f"{where}: expected word {range_next} of the multiword token {tokens[-1]!r} (line {lines[-1]}), "
+                f"found word {word_id!r}; a range's words follow it in order"
+            )
+        if range_end:  # a word of the multiword token: only its tag counts
+            range_next += 1
             if not tags[-1] and tag and tag != "O":
                 tags[-1] = tag
             if int(word_id) == range_end:

@@ -12,12 +12,19 @@ from ner_app.files import Claim, write_text
 from ner_app.text.annotations import registry
 from ner_app.text.annotations.align import align
 from ner_app.text.annotations.format import Options
-from ner_app.text.annotations.model import AnnotationFormatError, Audit, Document, TextDocument, TokenDocument
+from ner_app.text.annotations.model import (
+    LEFT_OUT,
+    AnnotationFormatError,
+    Audit,
+    Document,
+    TextDocument,
+    TokenDocument,
+)
 from ner_app.text.annotations.registry import detect_format as detect_format  # convert's and training's
 from ner_app.text.annotations.registry import read_documents
-from ner_app.text.annotations.resolve import keep_spans, tag_sentences
+from ner_app.text.annotations.resolve import entity_type, keep_spans, retag, tag_sentences
 from ner_app.text.conll import DOCSTART, write_conll
-from ner_app.text.tags import UNKNOWN, known_entities
+from ner_app.text.tags import UNKNOWN, convert, known_entities
 
 # The registry's names, for the choices of convert --from and check-data --format (derived: add a format in
 # registry.py, never here); the reading options and the dispatch are the registry's too.
@@ -48,16 +55,20 @@ def label_map(text: str | None, option: str) -> dict[str, str]:
             raise AnnotationFormatError(
                 f"{option}: expected OLD=NEW pairs separated by commas, found {item!r}"
             )
-        found[old.strip()] = new.strip()
+        found[old.strip()] = entity_type(new.strip(), option)
     return found
 
 
-def type_list(text: str | None) -> frozenset[str] | None:
+def type_list(text: str | None, option: str = "--types") -> frozenset[str] | None:
     """``T1,T2,...`` (``--types``, ``data.types``) as a set; None (every type) when empty."""
-    return frozenset(t.strip() for t in text.split(",") if t.strip()) if text else None
+    if not text:
+        return None
+    return frozenset(entity_type(t.strip(), option) for t in text.split(",") if t.strip())
 
 
 def convert_document(doc: Document, options: Options, audit: Audit) -> Converted:
+    if isinstance(doc, TokenDocument) and doc.tags is not None:
+        return _convert_tags(doc, options, audit)
     spans_format = isinstance(doc, TextDocument)
     tokens = align(doc, options.align, audit) if isinstance(doc, TextDocument) else doc
     spans = keep_spans(tokens, options.policy, audit)
@@ -65,6 +76,32 @@ def convert_document(doc: Document, options: Options, audit: Audit) -> Converted
     text, offsets = _text(tokens, sentences)
     found = [(offsets[s.start][0], offsets[s.end - 1][1], s.type) for s in spans]
     return Converted(tokens.where, sentences, text, found)
+
+
+def _convert_tags(doc: TokenDocument, options: Options, audit: Audit) -> Converted:
+    """A document of CoNLL tags: renamed and kept by the policy tag by tag, then converted to the output's
+    scheme as training converts them (a ``-`` stays, and a tag its unknown neighbour could change becomes ``-``)."""
+    assert doc.tags is not None
+    by_start = {s.start: s.where for s in doc.spans}
+    sentences = []
+    for start, end in doc.sentences:
+        where = by_start.get(start, doc.where)
+        tags, left_out = retag(doc.tags[start:end], doc.scheme, options.policy, where)
+        for kind, a, b in left_out:
+            shown = " ".join(doc.tokens[start + a : start + b])
+            audit.report(
+                by_start.get(start + a, where), LEFT_OUT, shown, kind, "its type is not among --types"
+            )
+        sentences.append((doc.tokens[start:end], convert(tags, doc.scheme, options.scheme)))
+    text, offsets = _text(doc, sentences)
+    found, at = [], 0
+    for tokens, tags in sentences:
+        found += [
+            (offsets[at + a][0], offsets[at + b - 1][1], k)
+            for k, a, b in known_entities(tags, options.scheme)
+        ]
+        at += len(tokens)
+    return Converted(doc.where, sentences, text, found)
 
 
 def _text(

@@ -17,6 +17,7 @@ from typing import Any
 
 from ner_app.files import is_special
 from ner_app.text.annotations.model import Audit, Document
+from ner_app.text.annotations.read import load_json
 from ner_app.text.annotations.resolve import Policy
 from ner_app.text.outputs import OutputFormat
 
@@ -35,6 +36,8 @@ class Options:
     outside: str = "O"
     # Label Studio tasks skipped or never annotated: left out (False), or read as text without entities
     keep_unannotated: bool = False
+    # what names the format where detection fails: convert --from, check-data --format, a config's data.format
+    format_option: str = "--from"
 
 
 READING_OPTIONS = frozenset(f.name for f in fields(Options))
@@ -54,9 +57,9 @@ class Probe:
             return None
         with open(self.path, "rb") as f:
             head = f.readline(1 << 20)
-        try:
-            record = json.loads(head)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        try:  # a BOM, as some Windows tools write, is no part of the record
+            record = load_json(head.decode("utf-8-sig"), str(self.path))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             return None
         return record if isinstance(record, dict) else None
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ner_app.text.annotations.format import Format, Options, Probe
-from ner_app.text.annotations.labelstudio_tasks import Candidate, Record, Region, choose
+from ner_app.text.annotations.labelstudio_tasks import Candidate, Record, Region, choose, moment
 from ner_app.text.annotations.model import (
     SKIPPED,
     UNANNOTATED,
@@ -38,7 +39,7 @@ from ner_app.text.annotations.model import (
     CharSpan,
     TextDocument,
 )
-from ner_app.text.annotations.read import char_span, need_flag, need_list, read_text
+from ner_app.text.annotations.read import char_span, load_json, need_flag, need_list, read_text, shown
 from ner_app.text.outputs import ALTERNATIVES, FLAGGED, OutputFormat, Target
 from ner_app.text.predictions import Entity, TaggedLine, documents
 
@@ -57,7 +58,7 @@ def read_labelstudio(
     name = os.fspath(path)
     text = read_text(path).removeprefix("\ufeff")
     try:
-        tasks = json.loads(text)
+        tasks = load_json(text, name)
     except json.JSONDecodeError as err:
         raise AnnotationFormatError(
             f"{name}:{err.lineno}: not valid JSON ({err.msg}); expected Label Studio's JSON export (a list of tasks)"
@@ -70,6 +71,8 @@ def read_labelstudio(
         raise AnnotationFormatError(f"{name}: expected a JSON list of tasks (Label Studio's JSON export)")
     if not tasks:
         raise AnnotationFormatError(f"{name}: empty export: no tasks in it")
+    # the tasks of the JSON export by id (a JSON-MIN record is one annotation: its task's records share an id)
+    ids = Counter(str(t.get("id")) for t in tasks if isinstance(t, dict) and "id" in t and "data" in t)
     records = []
     for index, task in enumerate(tasks):
         if not isinstance(task, dict):
@@ -77,7 +80,10 @@ def read_labelstudio(
                 f"{name}: task {index + 1}: expected an object with 'data' and 'annotations'"
             )
         task_name = f"task {task.get('id', index + 1)}"
-        records.append(_record(task, f"{name}:{task_name}", task_name, audit))
+        # an id several tasks share does not say which: their place in the file does
+        if "data" in task and ids[str(task.get("id"))] > 1:
+            task_name += f" (#{index + 1} in the file)"
+        records.append(_record(task, f"{name}:{task_name}", task_name, audit, choice == "latest"))
     for record, chosen in choose(records, choice, keep_unannotated, audit):
         spans = [] if chosen is None else _spans(record, chosen, audit)
         yield TextDocument(record.where, record.text, spans)
@@ -89,6 +95,8 @@ def _task_text(task: dict[str, Any], where: str) -> str:
         raise AnnotationFormatError(f"{where}: no 'data' object; expected a Label Studio task")
     if isinstance(data.get("text"), str):
         return str(data["text"])
+    if "text" in data:
+        raise AnnotationFormatError(f"{where}: expected a string data.text, found {shown(data['text'])}")
     strings = [v for k, v in data.items() if isinstance(v, str) and k not in _MEDIA]
     if len(strings) != 1:
         raise AnnotationFormatError(
@@ -98,15 +106,27 @@ def _task_text(task: dict[str, Any], where: str) -> str:
     return strings[0]
 
 
-def _stamp(annotation: dict[str, Any]) -> str:
-    return str(annotation.get("updated_at") or annotation.get("created_at") or "")
+def _stamp(annotation: dict[str, Any], where: str, timed: bool) -> str:
+    """``updated_at``, else ``created_at``, as a UTC time that compares as it should (``moment``); "" when
+    there is neither. When the times decide (``timed``: ``latest``), one that is not an ISO 8601 time is an
+    error naming the task; otherwise it is not read."""
+    raw = annotation.get("updated_at") or annotation.get("created_at")
+    if raw is None or raw == "":
+        return ""
+    found = moment(raw) if isinstance(raw, str) else None
+    if found is None and timed:
+        raise AnnotationFormatError(
+            f"{where}: expected an ISO 8601 time in updated_at or created_at (2024-05-01T12:00:00.123Z), found "
+            f"{shown(raw)}"
+        )
+    return found or ""
 
 
-def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit) -> Record:
+def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit, timed: bool = False) -> Record:
     """A task of the JSON export (or a record of JSON-MIN) at ``where`` (``FILE:task 12``) and the annotations
     it may be read from."""
     if "data" not in task and isinstance(task.get("text"), str):
-        return _json_min(task, where, task_name)
+        return _json_min(task, where, task_name, timed)
     text = _task_text(task, where)
     if "annotations" not in task and "predictions" in task:  # an import file of pre-annotations
         audit.note("Label Studio tasks without annotations read from their first prediction")
@@ -129,7 +149,9 @@ def _record(task: dict[str, Any], where: str, task_name: str, audit: Audit) -> R
         if cancelled:
             continue
         regions = _regions(annotation.get("result"), where)
-        kept.append(Candidate(name, truth, _stamp(annotation), regions))
+        kept.append(
+            Candidate(name, truth, _stamp(annotation, f"{where}, annotation {number}", timed), regions)
+        )
     if len(kept) < len(annotations):
         audit.note("cancelled Label Studio annotations skipped", len(annotations) - len(kept))
     if not kept:
@@ -160,7 +182,7 @@ def _regions(result: Any, where: str) -> tuple[Region, ...]:
     return tuple(regions)
 
 
-def _json_min(task: dict[str, Any], where: str, task_name: str) -> Record:
+def _json_min(task: dict[str, Any], where: str, task_name: str, timed: bool) -> Record:
     """A record of the JSON-MIN export: the text at the top, each labels control's regions under its name,
     and the one annotation it holds (``annotation_id``, ``created_at``, ``updated_at``)."""
     regions = []
@@ -172,7 +194,9 @@ def _json_min(task: dict[str, Any], where: str, task_name: str) -> Record:
                     for label in need_list(region["labels"], where, "labels")
                 ]
     name = f"{task_name} annotation {task['annotation_id']}" if "annotation_id" in task else task_name
-    return Record(where, str(task["text"]), (Candidate(name, False, _stamp(task), tuple(regions)),))
+    return Record(
+        where, str(task["text"]), (Candidate(name, False, _stamp(task, where, timed), tuple(regions)),)
+    )
 
 
 def _spans(record: Record, chosen: Candidate, audit: Audit) -> list[CharSpan]:

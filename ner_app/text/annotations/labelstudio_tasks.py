@@ -12,13 +12,35 @@ that disagree are named in one line of the audit, so a text never enters trainin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from ner_app.text.annotations.model import DISAGREE, MERGED, Audit
 
 SHOWN_NAMES = 5  # the records named in the line of a text whose records disagree
+# An ISO 8601 time as Label Studio and other tools write it: a date, a time with any fraction of a second, a zone
+# (Z, +02:00 or +0200; none: UTC)
+_ISO = re.compile(
+    r"(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?)?\s*(Z|[+-]\d{2}:?\d{2})?", re.ASCII
+)
+
+
+def moment(text: str) -> str | None:
+    """An ISO 8601 time as UTC ``YYYY-MM-DDTHH:MM:SS.ffffff``, which sorts as time does (the strings as
+    written do not: a zone, a fraction of a second); None when it is none."""
+    found = _ISO.fullmatch(text.strip())
+    if found is None:
+        return None
+    date, clock, fraction, zone = found.groups()
+    zone = "+00:00" if zone in (None, "Z") else zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
+    try:  # the fraction cut to microseconds, the most a datetime holds
+        when = datetime.fromisoformat(f"{date}T{clock or '00:00:00'}.{(fraction or '')[:6]:0<6}{zone}")
+    except ValueError:  # month 13, hour 25
+        return None
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 @dataclass(frozen=True)
@@ -37,7 +59,7 @@ class Candidate:
 
     name: str
     ground_truth: bool
-    stamp: str  # updated_at, else created_at ("" when neither): what ``latest`` compares
+    stamp: str  # updated_at, else created_at, in UTC (``moment``; "" when neither): what ``latest`` compares
     regions: tuple[Region, ...]
 
     @property

@@ -53,6 +53,9 @@ class TokenDocument:
     spans: list[TokenSpan]
     text: str | None = None
     offsets: list[tuple[int, int]] | None = None
+    # CoNLL: the file's own tags (``-`` where not annotated) in ``scheme``, converted tag by tag, never guessed
+    tags: list[str] | None = None
+    scheme: str = "IOB2"
 
 
 Document = TextDocument | TokenDocument

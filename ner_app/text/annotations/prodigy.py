@@ -31,6 +31,12 @@ def _prodigy(record: dict[str, Any], where: str, audit: Audit) -> tuple[str, lis
         audit.note(f"Prodigy tasks skipped (answer {record['answer']!s:.20})")
         return None
     text = need_text(record.get("text"), where)
+    others = sorted({"label", "labels", "entities"} & record.keys())
+    if "spans" not in record and others:  # read as no entities, every annotation would be lost
+        raise AnnotationFormatError(
+            f"{where}: no 'spans' but {others[0]!r}: expected a Prodigy task; this line is doccano's or "
+            "this program's JSONL (read it --from doccano or --from jsonl)"
+        )
     tokens = record.get("tokens")
     spans: list[CharSpan | None] = []
     for item in need_list(record.get("spans", []), where, "spans"):
@@ -124,7 +130,10 @@ def write_prodigy(records: Iterable[TaggedLine], target: Target) -> Iterator[str
 
 def _detect(probe: Probe) -> bool:
     record = probe.first_record if probe.path.suffix == ".jsonl" else None
-    return record is not None and ("spans" in record or "answer" in record)
+    # an answer alone is no proof: a doccano line may carry an 'answer' field beside its labels
+    return record is not None and (
+        "spans" in record or ("answer" in record and not {"label", "labels", "entities"} & record.keys())
+    )
 
 
 FORMAT = Format(

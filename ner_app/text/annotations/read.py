@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import unicodedata
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from ner_app import limits
@@ -13,6 +16,66 @@ from ner_app.files import is_special
 from ner_app.text.annotations.model import AnnotationFormatError, Audit, CharSpan, TextDocument
 
 EXPORT_HINT = "re-export it from the tool, or split it into several files"
+# A JSON string escape of a UTF-16 surrogate that is not half of a pair (``\ud800`` alone): Python reads it as a
+# string no UTF-8 file or Arrow column can hold. An even run of backslashes before it is escaped backslashes.
+_LONE_SURROGATE = re.compile(
+    r"(?<!\\)(?:\\\\)*\\u(?:(?P<high>[dD][89abAB][0-9a-fA-F]{2})(?P<low>\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    r"|(?P<lone>[dD][c-fC-F][0-9a-fA-F]{2}))"
+)
+
+
+class _TooManyDigits(Exception):
+    """A JSON integer longer than ``limits.MAX_JSON_INT_DIGITS`` (raised inside ``json.loads``)."""
+
+    def __init__(self, digits: str) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _bounded_int(digits: str) -> int:
+    """``json.loads``' integers: an offset or id of thousands of digits is refused before ``int`` works on it."""
+    if len(digits.lstrip("-")) > limits.MAX_JSON_INT_DIGITS:
+        raise _TooManyDigits(digits)
+    return int(digits)
+
+
+def load_json(text: str, name: str, first_line: int = 1) -> Any:
+    """``json.loads`` of ``text`` (line ``first_line`` of the file ``name`` onward) with what Python accepts and
+    no export holds refused in one line naming the line: a lone surrogate escape, an integer of more than
+    ``limits.MAX_JSON_INT_DIGITS`` digits. ``json.JSONDecodeError`` and ``RecursionError`` are the caller's."""
+    lone = next((m for m in _LONE_SURROGATE.finditer(text) if m["lone"] or not m["low"]), None)
+    if lone is not None:
+        line = first_line + text.count("\n", 0, lone.start())
+        raise AnnotationFormatError(
+            f"{name}:{line}: a lone surrogate escape \\u{lone['lone'] or lone['high']} in a JSON string; "
+            "expected text whose escapes are whole characters (UTF-16 surrogates come in pairs)"
+        )
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except _TooManyDigits as err:
+        line = first_line + text.count("\n", 0, max(text.find(err.digits), 0))
+        raise AnnotationFormatError(
+            f"{name}:{line}: a JSON integer of {len(err.digits.lstrip('-')):,} digits; expected offsets and ids "
+            f"of at most {limits.MAX_JSON_INT_DIGITS} digits"
+        ) from None
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (a terminal escape sequence starts with one)."""
+    return any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def inside_collection(path: Path, root: Path) -> Path:
+    """``path``, a file of the collection ``root``, when it resolves inside ``root``; a symbolic link (or a
+    ``..``) out of it is refused in one line naming it: a link to a system file would copy its text into the
+    training data."""
+    real, home = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, home]) != home:
+        raise AnnotationFormatError(
+            f"{path}: resolves outside {root} (a symbolic link or '..'); expected the collection's own files "
+            "(copy the file into it)"
+        )
+    return path
 
 
 def refuse_special(path: str | os.PathLike[str]) -> None:
@@ -74,7 +137,7 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = load_json(line, name, number)
             except json.JSONDecodeError as err:
                 raise AnnotationFormatError(
                     f"{name}:{number}: not valid JSON ({err.msg} at column {err.colno}); expected one JSON object a line"
@@ -109,20 +172,20 @@ def json_documents(path: str | os.PathLike[str], audit: Audit, spans_of: SpansOf
 
 def need_text(value: Any, where: str, key: str = "text") -> str:
     if not isinstance(value, str):
-        raise AnnotationFormatError(f"{where}: expected a string {key!r}, found {_shown(value)}")
+        raise AnnotationFormatError(f"{where}: expected a string {key!r}, found {shown(value)}")
     return value
 
 
 def need_list(value: Any, where: str, key: str) -> list[Any]:
     if not isinstance(value, list):
-        raise AnnotationFormatError(f"{where}: expected a list {key!r}, found {_shown(value)}")
+        raise AnnotationFormatError(f"{where}: expected a list {key!r}, found {shown(value)}")
     return value
 
 
 def need_flag(value: Any, where: str, key: str) -> bool:
     """A true/false field; absent (None) is false."""
     if value is not None and not isinstance(value, bool):
-        raise AnnotationFormatError(f"{where}: expected {key!r} true or false, found {_shown(value)}")
+        raise AnnotationFormatError(f"{where}: expected {key!r} true or false, found {shown(value)}")
     return bool(value)
 
 
@@ -139,7 +202,7 @@ def char_span(
             start, end = units[start], units[end]
     for name, offset in (("start", start), ("end", end)):
         if isinstance(offset, bool) or not isinstance(offset, int):
-            raise AnnotationFormatError(f"{where}: expected an integer {name} offset, found {_shown(offset)}")
+            raise AnnotationFormatError(f"{where}: expected an integer {name} offset, found {shown(offset)}")
         if offset < 0:
             raise AnnotationFormatError(f"{where}: {name} offset {offset} is negative; expected 0 or more")
         if offset > len(text):
@@ -149,7 +212,11 @@ def char_span(
     if start >= end:
         raise AnnotationFormatError(f"{where}: start {start} >= end {end}; expected start < end")
     if not isinstance(label, str) or not label.strip():
-        raise AnnotationFormatError(f"{where}: expected a label (a non-empty string), found {_shown(label)}")
+        raise AnnotationFormatError(f"{where}: expected a label (a non-empty string), found {shown(label)}")
+    if has_control(label):  # a terminal escape in a type name would reach every message and report
+        raise AnnotationFormatError(
+            f"{where}: label {label[:40]!r} holds a control character; expected a type name of printable characters"
+        )
     if claimed is not None and claimed != text[start:end]:
         audit.report(
             where,
@@ -162,7 +229,8 @@ def char_span(
     return CharSpan(start, end, label, where)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A JSON value for a message: its type and its first 40 characters."""
     return (
         f"{type(value).__name__} {json.dumps(value, ensure_ascii=False)[:40]}"
         if value is not None

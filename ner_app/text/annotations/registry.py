@@ -64,9 +64,9 @@ def by_precedence() -> list[Format]:
     return sorted(FORMATS.values(), key=lambda f: f.precedence)
 
 
-def detect_format(path: Path) -> str:
+def detect_format(path: Path, option: str = "--from") -> str:
     """The format of a file, from its name and first record: what ``convert`` and training use when none is
-    given. Raises AnnotationFormatError when nothing fits."""
+    given. Raises AnnotationFormatError when nothing fits, naming ``option`` as the way to name the format."""
     if path.is_file() and path.stat().st_size == 0:  # no first line to tell a format by: say what it is
         raise AnnotationFormatError(f"{path}: empty: no sentences or records to read")
     probe = Probe(path)
@@ -80,10 +80,10 @@ def detect_format(path: Path) -> str:
         clues = [f.clue for f in sharing]
         raise AnnotationFormatError(
             f"{path}:1: cannot tell which {path.suffix[1:].upper()} format this is (expected "
-            f"{', '.join(clues[:-1])} or {clues[-1]}); name it with --from"
+            f"{', '.join(clues[:-1])} or {clues[-1]}); name it with {option}"
         )
     raise AnnotationFormatError(
-        f"{path}: cannot tell its format from its name or first line; name it with --from ({', '.join(FORMATS)})"
+        f"{path}: cannot tell its format from its name or first line; name it with {option} ({', '.join(FORMATS)})"
     )
 
 

@@ -19,7 +19,7 @@ from ner_app.text.annotations.model import (
     TokenDocument,
     TokenSpan,
 )
-from ner_app.text.tags import UNKNOWN, from_entities
+from ner_app.text.tags import UNKNOWN, Span, from_entities, known_entities, split_tag
 
 OVERLAP_MODES = ("longest", "first", "error")
 
@@ -40,17 +40,53 @@ def _shown(doc: TokenDocument, span: TokenSpan) -> str:
     return " ".join(doc.tokens[span.start : span.end])
 
 
+def entity_type(kind: str, where: str) -> str:
+    """``kind`` when it can be an entity type (one word of printable characters, not O or -); one error
+    naming ``where`` otherwise (a terminal escape in a type would reach every message and report)."""
+    if kind.split() != [kind] or kind in ("O", UNKNOWN) or not kind.isprintable():
+        # a control character is shown escaped, never echoed to the terminal
+        rename = f"; rename it with --labels '{kind}=NEW'" if kind.isprintable() else ""
+        raise AnnotationFormatError(
+            f"{where}: label {kind[:40]!r} is not an entity type (expected a name without spaces, not O, of "
+            f"printable characters){rename}"
+        )
+    return kind
+
+
+def retag(tags: Sequence[str], scheme: str, policy: Policy, where: str) -> tuple[list[str], list[Span]]:
+    """A token format's own tags (``-`` where not annotated) with ``policy``'s renames and whitelist applied tag
+    by tag, the scheme and the unknown tags kept; and the entities the whitelist left out (their new types)."""
+    left_out = [
+        (new, start, end)
+        for kind, start, end in known_entities(tags, scheme)
+        if policy.types is not None and (new := policy.labels.get(kind, kind)) not in policy.types
+    ]
+    out: list[str] = []
+    previous = ("", "")  # the last tag's (old, new) type
+    for tag in tags:
+        if tag in ("O", UNKNOWN):
+            out.append(tag)
+            previous = ("", "")
+            continue
+        prefix, old = split_tag(tag)
+        new = entity_type(policy.labels.get(old, old), where)
+        if policy.types is not None and new not in policy.types:
+            out.append("O")
+            previous = ("", "")
+            continue
+        if scheme == "IOB1" and prefix == "I" and previous[1] == new and previous[0] != old:
+            prefix = "B"  # two entities that a rename made adjacent and alike stay two
+        out.append(f"{prefix}-{new}")
+        previous = (old, new)
+    return out, left_out
+
+
 def keep_spans(doc: TokenDocument, policy: Policy, audit: Audit) -> list[TokenSpan]:
     """The spans of ``doc`` that go into its tags, sorted; every other one named in ``audit``."""
     candidates: list[TokenSpan] = []
     seen: set[tuple[int, int, str]] = set()
     for span in doc.spans:
-        kind = policy.labels.get(span.type, span.type)
-        if kind.split() != [kind] or kind in ("O", "-"):
-            raise AnnotationFormatError(
-                f"{span.where}: label {kind!r} is not an entity type (expected a name without spaces, not O); "
-                f"rename it with --labels '{kind}=NEW'"
-            )
+        kind = entity_type(policy.labels.get(span.type, span.type), span.where)
         if policy.types is not None and kind not in policy.types:  # the user's choice: named, not a change
             audit.report(span.where, LEFT_OUT, _shown(doc, span), kind, "its type is not among --types")
             continue

@@ -9,28 +9,37 @@ conversion as ``convert`` (its policies: ``data.align``, ``data.overlap``, ``dat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from pathlib import Path
 
 from ner_app.text.annotations.convert import Options, convert_files
-from ner_app.text.annotations.model import DISAGREE, AnnotationFormatError, Audit
+from ner_app.text.annotations.model import DISAGREE, LEFT_OUT, AnnotationFormatError, Audit
 from ner_app.text.annotations.registry import detect_format, span_formats, split_suffixes
-from ner_app.text.annotations.resolve import Policy
+from ner_app.text.annotations.resolve import Policy, retag
 from ner_app.text.conll import Sentence, read_conll
+from ner_app.text.tags import detect_scheme
 
 log = logging.getLogger("ner_app")
 
 
 def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
-    """The file (a folder, for brat) of split ``name`` in ``folder``, or None."""
+    """The file (a folder, for brat) of split ``name`` in ``folder``, or None. Two of them (a stale
+    ``train.txt`` beside the ``train.jsonl`` meant) are refused naming both: neither silently wins."""
+    found = []
     for suffix in split_suffixes(fmt):
         path = folder / f"{name}{suffix}"
         # not is_file(): a FIFO or device under a split's name is found, and its reader names it as such
-        found = path.is_dir() if suffix == "" else path.exists() and not path.is_dir()
-        if found and (suffix or any(path.rglob("*.ann"))):
-            return path
-    return None
+        exists = path.is_dir() if suffix == "" else path.exists() and not path.is_dir()
+        if exists and (suffix or any(path.rglob("*.ann"))):
+            found.append(path)
+    if len(found) > 1:
+        raise AnnotationFormatError(
+            f"{found[0]} and {found[1]}: two files of split {name} in {folder}; expected one (move the other "
+            "away, or name the format: data.format, check-data --format)"
+        )
+    return found[0] if found else None
 
 
 def is_brat_folder(path: Path, fmt: str | None) -> bool:
@@ -56,9 +65,10 @@ def split_files(path: Path) -> list[Path]:
     return [path]
 
 
-def split_format(path: Path, fmt: str | None) -> str:
-    """The format of a split file: ``fmt``, else CoNLL for ``.txt``, else detected."""
-    return fmt or ("conll" if path.suffix == ".txt" else detect_format(path))
+def split_format(path: Path, fmt: str | None, option: str = "data.format") -> str:
+    """The format of a split file: ``fmt``, else CoNLL for ``.txt``, else detected (``option`` names the
+    format in a message when nothing fits)."""
+    return fmt or ("conll" if path.suffix == ".txt" else detect_format(path, option))
 
 
 def read_split(
@@ -71,17 +81,21 @@ def read_split(
     """The sentences of one split file; CoNLL tags as in the file, other formats' in ``options.scheme``. Span
     formats are converted with ``options`` (default: ``convert``'s defaults); the changed spans go to
     ``audit``, or are logged as warnings when none is given."""
-    fmt = split_format(path, fmt)
-    options = options or Options(Policy({}, None), tag_column=tag_column)
+    options = options or Options(Policy({}, None), tag_column=tag_column, format_option="data.format")
+    fmt = split_format(path, fmt, options.format_option)
     if fmt == "conll":
         if options.outside != "O":
             raise AnnotationFormatError(
                 f"{path}: outside unknown is for span formats; a CoNLL file marks each token that was not "
                 "annotated with the tag - (set data.outside: O)"
             )
-        return read_conll(path, options.tag_column)
     logged = audit is None
     audit = Audit() if audit is None else audit
+    if fmt == "conll":
+        tagged = _policy_applied(read_conll(path, options.tag_column), str(path), options.policy, audit)
+        for line in audit.lines if logged else []:
+            log.warning("%s", line)
+        return tagged
     converted = convert_files(fmt, [path], options, audit)
     records = audit.records_summary(options.keep_unannotated, "data.keep_unannotated: true")
     if logged:
@@ -105,3 +119,25 @@ def read_split(
     if not sentences:
         raise AnnotationFormatError(f"{path}: no sentences in it" + (f" ({records})" if records else ""))
     return sentences
+
+
+def _policy_applied(sentences: list[Sentence], path: str, policy: Policy, audit: Audit) -> list[Sentence]:
+    """CoNLL sentences with ``data.labels`` and ``data.types`` applied tag by tag, as to every other format
+    (the file's scheme and its ``-`` tags kept); the entities left out named in ``audit``."""
+    if not policy.labels and policy.types is None:
+        return sentences
+    scheme = detect_scheme(s.tags for s in sentences)
+    out = []
+    for s in sentences:
+        tags, left_out = retag(s.tags, scheme, policy, f"{path}:{s.line}")
+        for kind, start, end in left_out:
+            shown = " ".join(s.tokens[start:end])
+            audit.report(
+                f"{path}:{s.line + start}",
+                LEFT_OUT,
+                shown,
+                kind,
+                "its type is not among --types (data.types)",
+            )
+        out.append(dataclasses.replace(s, tags=tags))
+    return out

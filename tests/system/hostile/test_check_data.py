@@ -183,3 +183,58 @@ def test_a_label_studio_file_of_predictions_converts_only_when_it_is_one(tmp_pat
     path.write_text(json.dumps([task]), encoding="utf-8")
     assert main(["convert", str(path), "--from", "labelstudio", "--output", str(tmp_path / "o.conll")]) == 2
     one_error_line(capsys, f"{path}:task 1: expected the task's text in data.text")
+
+
+def conll_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "conll"
+    folder.mkdir()
+    for name in ("train", "valid", "test"):
+        (folder / f"{name}.txt").write_text("Sony B-ORG\nin O\nParis B-LOC\n\n", encoding="utf-8")
+    return folder
+
+
+def test_types_and_labels_apply_to_conll_splits(tmp_path, capsys):
+    """``--types`` and ``--labels`` (``data.types``, ``data.labels``) apply to CoNLL splits as to every format:
+    the type left out is named, the renamed one counted under its new name."""
+    folder = conll_folder(tmp_path)
+    assert main(["check-data", str(folder), "--types", "ORG", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {t for split in report["splits"].values() for t in split["entities"]} == {"ORG"}
+    assert main(["check-data", str(folder), "--labels", "ORG=COMPANY"]) == 0
+    out = capsys.readouterr().out
+    assert "  COMPANY " in out and "  ORG " not in out
+    assert main(["check-data", str(folder), "--types", "ORG"]) == 0
+    assert (
+        f"{folder}/train.txt:3: left out 'Paris' (LOC): its type is not among --types"
+        in capsys.readouterr().out
+    )
+
+
+def test_a_split_in_two_formats_is_refused_naming_both(tmp_path, capsys):
+    """A stale ``train.txt`` beside the ``train.jsonl`` meant: neither silently wins."""
+    folder = conll_folder(tmp_path)
+    (folder / "train.jsonl").write_text(GOOD + "\n", encoding="utf-8")
+    assert main(["check-data", str(folder)]) == 2
+    one_error_line(
+        capsys, f"{folder}/train.txt and {folder}/train.jsonl: two files of split train in {folder}"
+    )
+    assert main(["check-data", str(folder), "--format", "conll"]) == 0  # the format named picks one
+    assert f"train: {folder}/train.txt;" in capsys.readouterr().out
+
+
+def test_messages_name_check_datas_own_options(tmp_path, capsys):
+    """A file whose format cannot be told is named with ``--format`` (check-data has no ``--from``); an empty
+    ``.jsonl`` says it is empty."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text(json.dumps({"text": "Sony", "other": 1}) + "\n", encoding="utf-8")
+    for name in ("valid", "test"):
+        (folder / f"{name}.jsonl").write_text(GOOD + "\n", encoding="utf-8")
+    assert main(["check-data", str(folder)]) == 2
+    line = one_error_line(
+        capsys, f"{folder}/train.jsonl:1: cannot tell which JSONL format", "name it with --format"
+    )
+    assert "--from" not in line
+    (folder / "train.jsonl").write_bytes(b"")
+    assert main(["check-data", str(folder)]) == 2
+    one_error_line(capsys, f"{folder}/train.jsonl: empty")

@@ -182,6 +182,113 @@ CASES: dict[str, tuple[dict[str, bytes], str, list[str], str]] = {
         "{d}/a.conllu:1: the text holds the token -DOCSTART-",
     ),
     "unknown format": ({"a.xml": b"<x/>"}, "", [], "{d}/a.xml: cannot tell its format"),
+    # read as given: what Python accepts and no export holds is one line naming the line, never a traceback
+    "brat offset with two signs": (
+        {"b.ann": b"T1\tORG --5 4\tSony\n", "b.txt": b"Sony"},
+        "brat",
+        [],
+        "{d}/b.ann:1: expected integer offsets 'START END' after 'ORG', found '--5 4'",
+    ),
+    "brat offset a superscript digit": (
+        {"b.ann": "T1\tORG \u00b2 4\tSony\n".encode(), "b.txt": b"Sony"},
+        "brat",
+        [],
+        "{d}/b.ann:1: expected integer offsets 'START END' after 'ORG', found '\u00b2 4'",
+    ),
+    "json offset of 5,001 digits": (
+        {"a.jsonl": f'{GOOD}\n{{"text": "Sony", "label": [[{"1" * 5001}, 4, "ORG"]]}}\n'.encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:2: a JSON integer of 5,001 digits; expected offsets and ids of at most 30 digits",
+    ),
+    "detected json offset of 5,001 digits": (
+        {"a.jsonl": f'{{"text": "Sony", "label": [[{"1" * 5001}, 4, "ORG"]]}}\n'.encode()},
+        "",
+        [],
+        "{d}/a.jsonl:1: a JSON integer of 5,001 digits",
+    ),
+    "lone surrogate in a text": (
+        {"a.jsonl": b'{"text": "Sony \\ud800", "label": [[0, 4, "ORG"]]}\n'},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: a lone surrogate escape \\ud800 in a JSON string",
+    ),
+    "lone low surrogate in a label": (
+        {"a.jsonl": b'{"text": "Sony", "entities": [{"start": 0, "end": 4, "type": "OR\\udc00G"}]}\n'},
+        "jsonl",
+        [],
+        "{d}/a.jsonl:1: a lone surrogate escape \\udc00 in a JSON string",
+    ),
+    "lone surrogate in label studio": (
+        {"a.json": b'[{"id": 1,\n "data": {"text": "Sony \\udbff"}}]'},
+        "labelstudio",
+        [],
+        "{d}/a.json:2: a lone surrogate escape \\udbff in a JSON string",
+    ),
+    "terminal escape in a label": (
+        {"a.jsonl": json.dumps({"text": "Sony", "label": [[0, 4, "\x1b[31mORG"]]}).encode()},
+        "doccano",
+        [],
+        "{d}/a.jsonl:1: label '\\x1b[31mORG' holds a control character",
+    ),
+    "terminal escape in a CoNLL-U type": (
+        {"a.conllu": b"1\tSony\t_\t_\t_\t_\t_\t_\t_\tNE=\x1b[31mORG\n\n"},
+        "conllu",
+        [],
+        "{d}/a.conllu:1: label '\\x1b[31mORG' is not an entity type",
+    ),
+    "terminal escape in --types": (
+        {"a.jsonl": GOOD.encode()},
+        "doccano",
+        ["--types", "ORG,\x1b[2J"],
+        "--types: label '\\x1b[2J' is not an entity type",
+    ),
+    "doccano read as prodigy": (
+        {"a.jsonl": GOOD.encode()},
+        "prodigy",
+        [],
+        "{d}/a.jsonl:1: no 'spans' but 'label': expected a Prodigy task",
+    ),
+    "label studio text a number": (
+        {"a.json": json.dumps([{"id": 3, "data": {"text": 5}, "annotations": []}]).encode()},
+        "labelstudio",
+        [],
+        "{d}/a.json:task 3: expected a string data.text, found int 5",
+    ),
+    "label studio tasks sharing an id": (
+        {"a.json": json.dumps([TEXT_TASK, {**TEXT_TASK, "data": {"text": "ab"}}]).encode()},
+        "labelstudio",
+        [],
+        "{d}/a.json:task 8 (#2 in the file): end offset 4 is beyond the text (2 characters)",
+    ),
+    "label studio time that is none": (
+        {
+            "a.json": json.dumps(
+                [{**TEXT_TASK, "annotations": [{"result": [], "updated_at": "yesterday"}]}]
+            ).encode()
+        },
+        "labelstudio",
+        ["--annotation", "latest"],
+        "{d}/a.json:task 8, annotation 1: expected an ISO 8601 time in updated_at or created_at",
+    ),
+    "conllu range whose words do not follow": (
+        {"a.conllu": b"1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n5\tde\t_\t_\t_\t_\t_\t_\t_\t_\n\n"},
+        "conllu",
+        [],
+        "{d}/a.conllu:2: expected word 1 of the multiword token 'du' (line 1), found word '5'",
+    ),
+    "conllu range cut by the sentence end": (
+        {"a.conllu": b"1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n1\tde\t_\t_\t_\t_\t_\t_\t_\t_\n\n"},
+        "conllu",
+        [],
+        "{d}/a.conllu:1: the multiword token 'du' ends the sentence before its words 2-2",
+    ),
+    "conllu range id with a superscript": (
+        {"a.conllu": "1-\u00b3\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n\n".encode()},
+        "conllu",
+        [],
+        "{d}/a.conllu:1: expected a multiword range ID such as 1-2",
+    ),
 }
 
 
@@ -340,3 +447,103 @@ def test_a_file_that_only_looks_like_its_output_is_not_replaced(tmp_path, capsys
     assert "MISC" in mine.read_text(encoding="utf-8")
     assert main(["convert", str(data), "--from", "doccano", "--output", str(out), "--overwrite"]) == 0
     assert out.read_text(encoding="utf-8") != content
+
+
+def _brat(folder: Path, name: str, text: str, ann: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.txt").write_text(text, encoding="utf-8")
+    (folder / f"{name}.ann").write_text(ann, encoding="utf-8")
+
+
+def test_a_brat_file_that_links_outside_its_folder_is_refused(tmp_path, capsys):
+    """A ``.txt`` (or ``.ann``, or a folder) of a brat collection that is a symbolic link out of it is refused,
+    whether the folder or the ``.ann`` is given: its target's text would be copied into the training data."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private words\n", encoding="utf-8")
+    folder = tmp_path / "brat"
+    _brat(folder, "a", "Sony makes\n", "T1\tORG 0 4\tSony\n")
+    (folder / "b.txt").symlink_to(secret)
+    (folder / "b.ann").write_text("T1\tORG 0 7\tprivate\n", encoding="utf-8")
+    out = tmp_path / "out.conll"
+    for given in (folder, folder / "b.ann"):
+        assert main(["convert", str(given), "--from", "brat", "--output", str(out)]) == 2
+        one_error_line(capsys, f"{folder}/b.txt: resolves outside {folder} (a symbolic link or '..')")
+        assert not out.exists()
+    (folder / "b.txt").unlink()
+    (folder / "b.ann").unlink()
+    _brat(tmp_path / "elsewhere", "c", "private words\n", "T1\tORG 0 7\tprivate\n")
+    (folder / "sub").symlink_to(tmp_path / "elsewhere")
+    assert main(["convert", str(folder), "--from", "brat", "--output", str(out)]) == 2
+    one_error_line(capsys, f"{folder}/sub: resolves outside {folder} (a symbolic link or '..')")
+    assert not out.exists()
+
+
+def test_a_brat_ann_with_a_bom_keeps_its_first_annotation(tmp_path, capsys):
+    folder = tmp_path / "brat"
+    _brat(folder, "a", "Sony makes chips\n", "\ufeffT1\tORG 0 4\tSony\nT2\tPRODUCT 11 16\tchips\n")
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(folder / "a.ann"), "--strict", "--output", str(out)]) == 0
+    assert "2 entities; spans moved 0, cut 0, dropped 0;" in capsys.readouterr().out
+    assert "Sony B-ORG" in out.read_text(encoding="utf-8")
+    (folder / "annotation.conf").write_text("\ufeff[entities]\nORG\nPRODUCT\n", encoding="utf-8")
+    assert main(["convert", str(folder), "--from", "brat", "--strict", "--output", str(out)]) == 0
+    assert "2 entities; spans moved 0, cut 0, dropped 0;" in capsys.readouterr().out
+
+
+def test_partial_conll_converts_with_its_unknown_tags(tmp_path, capsys):
+    """The documented partial annotation (``-`` tags) converts; a tag its unknown neighbour could change in the
+    output's scheme (BIOES: is ``B-ORG -`` an S-ORG or a B-ORG?) becomes ``-`` too, never guessed."""
+    data = tmp_path / "partial.conll"
+    data.write_text("Sony B-ORG\nmakes -\nchips O\n\n", encoding="utf-8")
+    out = tmp_path / "out.conll"
+    assert main(["convert", str(data), "--from", "conll", "--output", str(out)]) == 0
+    assert "Sony B-ORG\nmakes -\nchips O\n" in out.read_text(encoding="utf-8")
+    assert main(["convert", str(data), "--from", "conll", "--scheme", "BIOES", "--output", str(out)]) == 0
+    assert "Sony -\nmakes -\nchips O\n" in out.read_text(encoding="utf-8")
+    assert main(["convert", str(data), "--labels", "ORG=COMPANY", "--output", str(out)]) == 0
+    assert "Sony B-COMPANY\nmakes -\n" in out.read_text(encoding="utf-8")
+    capsys.readouterr()
+
+
+def test_formats_told_apart_by_their_keys_not_their_first_line(tmp_path, capsys):
+    """A doccano line with an ``answer`` field is doccano (its labels read), a CoNLL file opening with a BOM is
+    CoNLL."""
+    doccano = tmp_path / "a.jsonl"
+    doccano.write_text(json.dumps({"text": "Sony", "label": [[0, 4, "ORG"]], "answer": "accept"}) + "\n")
+    conll = tmp_path / "b.data"
+    conll.write_bytes(b"\xef\xbb\xbf-DOCSTART-\n\nSony B-ORG\n\n")
+    out = tmp_path / "out.conll"
+    for data in (doccano, conll):
+        assert main(["convert", str(data), "--output", str(out)]) == 0
+        assert "1 entities" in capsys.readouterr().out
+        assert "Sony B-ORG" in out.read_text(encoding="utf-8")
+
+
+def test_latest_annotation_is_the_latest_in_time(tmp_path, capsys):
+    """``--annotation latest`` compares times, not strings: 13:00+02:00 is before 12:00Z, .9 s before .95 s."""
+    region = {"type": "labels", "value": {"start": 0, "end": 4, "text": "Sony", "labels": ["ORG"]}}
+
+    def task(first: str, second: str) -> dict:
+        return {
+            "id": 1,
+            "data": {"text": "Sony"},
+            "annotations": [
+                {"result": [region], "updated_at": first},
+                {
+                    "result": [{**region, "value": {**region["value"], "labels": ["PER"]}}],
+                    "updated_at": second,
+                },
+            ],
+        }
+
+    out = tmp_path / "out.conll"
+    for first, second in (
+        ("2024-05-01T13:00:00+02:00", "2024-05-01T12:00:00Z"),
+        ("2024-05-01T12:00:00.9Z", "2024-05-01T12:00:00.95Z"),
+    ):
+        (tmp_path / "a.json").write_text(json.dumps([task(first, second)]), encoding="utf-8")
+        assert (
+            main(["convert", str(tmp_path / "a.json"), "--annotation", "latest", "--output", str(out)]) == 0
+        )
+        assert "Sony B-PER" in out.read_text(encoding="utf-8"), (first, second)
+    capsys.readouterr()

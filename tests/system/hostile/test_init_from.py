@@ -94,3 +94,17 @@ def test_previous_dev_problems_are_one_line(tmp_path, trained, capsys) -> None: 
     empty.write_text("\n\n", encoding="utf-8")
     assert continued(tmp_path / "d", export, f"data.previous_dev={empty}") == 2
     one_error_line(capsys, f"{empty}: no sentences")
+
+
+def test_previous_dev_may_be_a_brat_folder(tmp_path, trained, capsys) -> None:  # noqa: ANN001
+    """An existing brat folder is read as the old dev file (its error names its .ann), never "not found"; a
+    folder without .ann files says so."""
+    folder = tmp_path / "old_dev"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Bob met Alice.\n", encoding="utf-8")
+    (folder / "a.ann").write_text("T1\tPER 0 99\tBob\n", encoding="utf-8")
+    assert continued(tmp_path / "run", trained / "export", f"data.previous_dev={folder}") == 2
+    one_error_line(capsys, f"{folder}/a.ann:1: end offset 99 is beyond the text")
+    (folder / "a.ann").unlink()
+    assert continued(tmp_path / "run2", trained / "export", f"data.previous_dev={folder}") == 2
+    one_error_line(capsys, f"data.previous_dev: {folder}: a folder without .ann files")

@@ -388,3 +388,16 @@ def test_a_refused_run_leaves_nothing_in_the_folder_it_was_given(tmp_path, capsy
     assert train.main([*train_args(fresh), "--resume"]) == 2  # refused before it made anything
     one_error_line(capsys, "--resume: no checkpoint")
     assert not fresh.exists()
+
+
+def test_resume_with_fewer_epochs_than_trained_is_one_line(tmp_path, trained, capsys):
+    """``trainer.max_epochs`` below the epochs the checkpoint has trained: one line before anything is built
+    (Lightning would stop with a traceback, or end at once as if the run were done)."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    before = (run / "metrics.json").read_bytes()
+    assert train.main([*train_args(run, "trainer.max_epochs=1"), "--resume"]) == 2
+    one_error_line(
+        capsys, f"trainer.max_epochs is 1, but {run}/checkpoints/last.ckpt has trained 2 epochs", "at least 2"
+    )
+    assert (run / "metrics.json").read_bytes() == before

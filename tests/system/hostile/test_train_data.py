@@ -450,3 +450,16 @@ def test_an_empty_parquet_file_is_named(tmp_path, capsys, case):
         "empty (0 bytes), expected a parquet file" if case == "empty file" else "a parquet file without rows"
     )
     one_error_line(capsys, f"{test}: {expected}")
+
+
+def test_data_types_and_labels_apply_to_conll_splits(tmp_path):
+    """``data.types`` and ``data.labels`` change what a run trains on for CoNLL files too, as the docs say."""
+    from ner_app.train.corpus import load_corpus, reading_options
+
+    for options, expected in (
+        (reading_options(types="PER,LOC"), {"PER", "LOC"}),
+        (reading_options(labels="PER=PERSON"), {"PERSON", "LOC", "ORG", "MISC"}),
+    ):
+        corpus = load_corpus(str(TINY), None, "IOB2", options=options)
+        found = {t[2:] for split in corpus.splits.values() for tags in split.tags for t in tags if t != "O"}
+        assert found == expected
