@@ -39,6 +39,11 @@ def split_file(folder: Path, name: str, fmt: str | None) -> Path | None:
             f"{found[0]} and {found[1]}: two files of split {name} in {folder}; expected one (move the other "
             "away, or name the format: data.format, check-data --format)"
         )
+    if found and not found[0].resolve().is_relative_to(folder.resolve()):  # read as given: nothing outside
+        raise AnnotationFormatError(
+            f"{found[0]}: a symbolic link to {found[0].resolve()}, outside {folder}; a data folder's splits are "
+            "read from inside it: copy the file in, or name its own folder as data.dir"
+        )
     return found[0] if found else None
 
 

@@ -222,6 +222,22 @@ def test_a_split_in_two_formats_is_refused_naming_both(tmp_path, capsys):
     assert f"train: {folder}/train.txt;" in capsys.readouterr().out
 
 
+def test_a_split_linked_from_outside_the_data_folder_is_refused(tmp_path, capsys):
+    """A data folder's split that is a symbolic link to a file outside it is refused, naming it (training reads
+    the same ``split_file``); a link to a file inside the folder is read."""
+    folder = conll_folder(tmp_path)
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_bytes((folder / "train.txt").read_bytes())
+    (folder / "train.txt").unlink()
+    (folder / "train.txt").symlink_to(outside)
+    assert main(["check-data", str(folder)]) == 2
+    one_error_line(capsys, f"{folder}/train.txt: a symbolic link to {outside}, outside {folder}")
+    (folder / "train.txt").unlink()
+    (folder / "train_copy.txt").write_bytes(outside.read_bytes())
+    (folder / "train.txt").symlink_to(folder / "train_copy.txt")
+    assert main(["check-data", str(folder)]) in (0, 1)  # read: its problems, if any, are the data's
+
+
 def test_messages_name_check_datas_own_options(tmp_path, capsys):
     """A file whose format cannot be told is named with ``--format`` (check-data has no ``--from``); an empty
     ``.jsonl`` says it is empty."""
