@@ -184,6 +184,7 @@ def test_torch_lstm_path_on_cuda_matches_the_cpu_loop(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_bf16_pretraining_reaches_the_fp32_perplexity(tmp_path: Path) -> None:
     """bf16 autocast on the CPU (fp32 master weights) learns the tiny grammar as well as fp32 does."""
     corpus = write_grammar(tmp_path / "train.txt", 1500, seed=0)

@@ -42,6 +42,7 @@ def test_project_root_is_the_nearest_pyproject_folder(
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_tiny_config_trains_from_another_directory(tmp_path: Path) -> None:
     """A copy of the project's files, trained from an unrelated cwd with relative paths in the file (read from
     the project) and in an override (output_dir: the run lands in the working directory), the layer cache in the

@@ -54,6 +54,7 @@ def test_track_yields_every_item(capsys) -> None:
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_training_log_has_a_line_per_tenth_of_an_epoch(tmp_path: Path) -> None:
     out, err = run_cli(
         tmp_path,
@@ -121,6 +122,7 @@ def assert_console(out: str, err: str, run: Path) -> None:
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_pretraining_log_has_one_line_per_tenth_of_the_steps(tmp_path: Path) -> None:
     words = "the cat sees a dog . a big fish eats the small cat .".split()
     corpus = tmp_path / "corpus.txt"

@@ -231,6 +231,7 @@ def test_predict_conll_appends_a_tag_per_token(trained):
             assert a == b
 
 
+@pytest.mark.slow
 def test_predict_conll_tokenises_raw_text_first(trained):
     """Raw text lines (one line, or lines of differing word counts) are tokenised as the jsonl path does:
     ``token tag`` lines per token, a blank line after each input line, the entities of ``--format jsonl``."""

@@ -403,6 +403,7 @@ def test_hostile_requests_get_one_line_json_errors_while_good_ones_succeed(
     assert good and all(s == 200 and same(a, [expected[t] for t in r]) for r, s, a in good)
 
 
+@pytest.mark.slow
 def test_sigterm_answers_the_requests_in_flight_and_exits_0(export: Path, tmp_path: Path) -> None:
     log = tmp_path / "serve.err"
     # 8 requests of nearly 100,000 characters: one batch of seconds of tagging (0.6 s a request here, idle)

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny_conll"
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_reach_f1_100_and_write_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
     # Lightning starts rank 1 by running this same command again: a real script, not pytest, must be argv.

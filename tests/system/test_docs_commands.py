@@ -458,7 +458,14 @@ def as_documented(command: str) -> str:
 
 # Smoke commands that start several training or predicting processes (10-20 s): run with the slow tests, which CI runs
 # too.
-SLOW_SMOKE = {"epoch_speed", "encoder_speed"}
+SLOW_SMOKE = {
+    "epoch_speed",
+    "encoder_speed",
+    "step_overhead",
+    "pretrain_speed",
+    "early_errors",
+    "cache_speed",
+}
 
 
 @pytest.mark.system

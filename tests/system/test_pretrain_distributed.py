@@ -136,6 +136,7 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.
     return tmp_path, run_ddp(tmp_path, "ddp", STEPS)
 
 
+@pytest.mark.slow
 def test_two_processes_pretrain_like_one_and_write_once(ddp_run, capsys: pytest.CaptureFixture[str]) -> None:
     tmp_path, result = ddp_run
     run = tmp_path / "ddp"

@@ -127,6 +127,7 @@ def test_conll_lines_of_the_marked_sentences() -> None:
     )
 
 
+@pytest.mark.slow
 def test_spanish_without_glove_with_its_own_bilm(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(PRETRAIN) == 0
     bilm = checkout / "runs" / "bilm_es"

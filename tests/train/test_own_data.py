@@ -53,6 +53,7 @@ TINY_SCALE = [
 ]
 
 
+@pytest.mark.slow
 def test_documented_commands(tmp_path):
     """A user's folder: the template config beside a doccano export of train, dev and test; check-data, train
     and predict as the README writes them; the tagger learns the tiny corpus (F1 100) and its pre-annotations
@@ -177,6 +178,7 @@ LOOP = [
 ]
 
 
+@pytest.mark.slow
 def test_documented_loop(tmp_path):
     """docs/own_data.md's loop as written, in a user's folder holding a copy of the repository's configs and the
     shipped tagger: one Label Studio export split, checked, the shipped tagger continued on it for two epochs

@@ -180,6 +180,7 @@ def test_training_switches_and_a_restart_serves_the_new_version(
     assert again.current == b.current and again.project == 3
 
 
+@pytest.mark.slow
 def test_a_worse_model_is_not_served(model: Path, continue_config: Path, tmp_path: Path) -> None:
     """Annotations that call every entity MISC, learnt at a large learning rate, train a model that loses on
     the held-out tasks (which keep the true types): the serving model stays, and the log says why."""
@@ -200,6 +201,7 @@ def test_a_worse_model_is_not_served(model: Path, continue_config: Path, tmp_pat
     assert len(b.versions.all) == 2  # tried and recorded, never served
 
 
+@pytest.mark.slow
 def test_a_failed_training_leaves_the_serving_model(model: Path, tmp_path: Path) -> None:
     config = tmp_path / "other.yaml"
     config.write_text(

@@ -133,6 +133,7 @@ def test_routes_and_errors(model: Path, continue_config: Path, tmp_path: Path) -
         assert process.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 def test_an_annotation_event_trains_a_new_version(
     weak_model: Path, continue_config: Path, tmp_path: Path
 ) -> None:

@@ -70,6 +70,7 @@ def test_workers_write_what_one_process_writes(trained, tmp_path, capsys, fmt):
     assert two == one
 
 
+@pytest.mark.slow
 def test_workers_pass_the_reading_options_and_write_output(trained, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(raw_lines(workers.LINES_PER_TASK + 50)) + "\n", encoding="utf-8")

@@ -269,6 +269,7 @@ def test_training_onto_a_full_disk_leaves_no_truncated_checkpoint(small_disk: Pa
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_cache_fill_on_a_full_disk_is_one_line(tmp_path):
     conll = tmp_path / "data"
     conll.mkdir()
