@@ -220,6 +220,7 @@ def test_argmax_gradient_of_the_char_cnn_is_the_tie_split_one_in_fp32() -> None:
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_argmax_gradient_pretrains_to_the_same_perplexity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -97,6 +97,7 @@ def train_run(run: Path, *overrides: str) -> None:
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_five_batch_run_has_whole_epoch_ticks_and_no_empty_axes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train_run(run, "data.batch_size=8", "trainer.max_epochs=5")  # the 6 training sentences in one batch

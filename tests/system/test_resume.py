@@ -194,6 +194,7 @@ def best_of(run: Path) -> tuple[dict[str, torch.Tensor], float]:
     return best["state_dict"], float(state["best_model_score"])
 
 
+@pytest.mark.slow
 def test_moved_run_folder_resumes_with_its_best(tmp_path: Path, tiny_bilm_files) -> None:
     """A run folder moved (or copied) before --resume keeps its best score and best.ckpt: plain Lightning
     forgets the score when ``dirpath`` changed, so the first epoch after the resume overwrote the best."""

@@ -170,6 +170,7 @@ def test_a_tiny_run_trains_with_case_augmentation_and_caches_every_view(
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_a_case_augmented_run_resumes_exactly(tmp_path: Path, tiny_bilm_files) -> None:
     """Stopped after epoch 2 and resumed to 5, it ends with the uninterrupted run's weights: each epoch's draw
     depends on the seed and the epoch only (the layer cache on, so the views come from it)."""

@@ -62,6 +62,7 @@ def test_tiny_config_trains_to_f1_one_and_writes_reports(tmp_path, tiny_bilm_fil
     assert "train/device/samples_per_sec" in logged and "train/device/items_per_sec" in logged
 
 
+@pytest.mark.slow
 def test_resume_finishes_like_an_uninterrupted_run(tmp_path, tiny_bilm_files):
     # Without the layer cache, so the direct biLM path trains end to end too.
     common = ["trainer.max_epochs=6", "trainer.patience=100", "model.dropout=0.3", "elmo.cache_dir=null"]

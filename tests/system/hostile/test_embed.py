@@ -70,6 +70,7 @@ def test_embed_onto_a_full_disk_is_one_line_and_leaves_nothing(
 
 
 @pytest.mark.system
+@pytest.mark.slow
 def test_a_killed_embed_leaves_a_temporary_file_that_the_next_run_sweeps(tmp_path: Path, monkeypatch) -> None:
     """kill -9 during the hdf5 write leaves ``.layers.hdf5.*.tmp``; the next write of the same file removes it
     (once untouched for ``STALE_AFTER_S``; a live writer keeps its file fresh) and writes the whole output."""

@@ -86,6 +86,7 @@ def test_truncated_export_files_are_one_line(tmp_path, trained, capsys):
     one_error_line(capsys, "tagger.json:1: not valid JSON")
 
 
+@pytest.mark.slow
 def test_export_on_a_full_disk_is_all_or_nothing(trained, tmp_path):
     out = tmp_path / "export"
     shutil.copytree(trained / "export", out)

@@ -202,6 +202,7 @@ def _slow_client(port: int, at_once: bytes, trickled: bytes, results: dict, name
     results[name] = (time.monotonic() - start, received)
 
 
+@pytest.mark.slow
 def test_a_client_sending_a_byte_a_second_is_dropped_while_others_are_answered(strict_server):
     port, results, answered = strict_server, {}, []
     slow = {"head": (b"", HEAD % len(BODY) + BODY), "body": (HEAD % len(BODY), BODY), "nothing": (b"", b"")}
@@ -227,6 +228,7 @@ def test_a_client_sending_a_byte_a_second_is_dropped_while_others_are_answered(s
     )
 
 
+@pytest.mark.slow
 def test_connections_past_the_cap_get_503_until_the_idle_ones_are_dropped(strict_server):
     port = strict_server
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(MAX_CONNECTIONS)]
@@ -252,6 +254,7 @@ def _model_worker(pid: int) -> int:
     return worker
 
 
+@pytest.mark.slow
 def test_a_killed_model_worker_answers_the_request_in_flight_503_and_stops_at_once(trained, tmp_path):
     port, log = _free_port(), tmp_path / "serve.err"
     command = [

@@ -55,6 +55,7 @@ def test_a_tiny_run_reaches_f1_one_and_records_its_mix(run: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_export_predicts_offline_without_the_training_folder(run: Path, tmp_path: Path) -> None:
     moved = tmp_path / "moved"
     shutil.copytree(run / "export", moved)
