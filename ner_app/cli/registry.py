@@ -9,6 +9,7 @@ from types import ModuleType
 
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("train", "train"),
+    ("distill", "distill"),
     ("embed", "embed"),
     ("export", "export"),
     ("predict", "predict"),

@@ -66,6 +66,18 @@ def check_train_config(cfg: TrainConfig) -> None:
             "data.previous_dev: the old model's dev file is scored before and after continuing its export: "
             "it needs model.init_from (train --init-from EXPORT)"
         )
+    check_number(cfg.distill.weight, "distill.weight", where, 0.0)
+    if cfg.distill.max_sentences is not None:
+        check_size(cfg.distill.max_sentences, "distill.max_sentences", where, high=1 << 40)
+    if cfg.distill.marginals is not None:
+        frozen = [name for name in names if name not in ("words", "chars")]
+        if frozen:
+            raise ConfigError(
+                f"config key 'distill.marginals': a student reads words and chars only (the fast tagger), found "
+                f"{', '.join(frozen)} in model.features; distil into a tagger without a frozen encoder"
+            )
+        if m.init_from is not None:
+            raise ConfigError("distill.marginals: a student starts fresh; leave model.init_from out")
     if cfg.elmo.max_stream_positions < 2:
         raise ConfigError(
             f"elmo.max_stream_positions: expected at least 2 (<S> and </S>), found {cfg.elmo.max_stream_positions}"

@@ -197,6 +197,19 @@ class TrainerConfig(RuntimeConfig):
 
 
 @dataclass
+class DistillConfig:
+    """Knowledge distillation (``ner-app distill``; docs/distillation.md): the student also fits its teachers'
+    per-token tag marginals on unlabelled text."""
+
+    # a marginals folder written by ner-app distill (teachers' averaged marginals on unlabelled text); null: none
+    marginals: str | None = field(default=None, metadata=PATH)
+    # the weight of the marginals' cross-entropy (summed over tokens) beside the gold CRF likelihood (summed
+    # over sentences)
+    weight: float = 1.0
+    max_sentences: int | None = None  # use only the first N sentences of the marginals folder; null: all
+
+
+@dataclass
 class TrainConfig:
     seed: int = field(default=13, metadata=OPERATIONAL)  # global RNG seed
     # run directory: checkpoints, logs, metrics, exports
@@ -207,6 +220,7 @@ class TrainConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig)  # a transformer's layers
     optim: OptimConfig = field(default_factory=OptimConfig)  # optimiser
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # Lightning trainer
+    distill: DistillConfig = field(default_factory=DistillConfig)  # teachers' marginals on unlabelled text
 
 
 def input_features(cfg: TrainConfig) -> list[str]:

@@ -26,7 +26,8 @@ class Batch(TypedDict, total=False):
     in its split) and ``features``: each input feature's tensors under its name (``tagger/features/``: what its
     ``encode`` gives, or what replaces it: the layer cache's layers, document contexts). With gold tags:
     ``tags`` (B, T), ``known`` (B, T) bool (False where the tag is ``-``, not annotated, and at padding) and
-    ``partial`` (whether any tag is ``-``: a host value, so that the loss need not ask the device).
+    ``partial`` (whether any tag is ``-``: a host value, so that the loss need not ask the device). A
+    distillation batch has no tags but ``soft`` (B, T, K) float32: its teachers' tag marginals, 0 at padding.
     """
 
     mask: torch.Tensor
@@ -35,6 +36,7 @@ class Batch(TypedDict, total=False):
     tags: torch.Tensor
     known: torch.Tensor
     partial: bool
+    soft: torch.Tensor
     features: dict[str, dict[str, Any]]
 
 

@@ -137,12 +137,28 @@ class BiLstmCrfTagger(nn.Module):
         nll = -self.crf(
             emissions, batch["tags"], batch["mask"], known, checked=checked, full_steps=full
         ).sum()
+        return self._penalised(nll, l2_coef)
+
+    def distillation_loss(self, batch: Batch, l2_coef: float = 0.0) -> torch.Tensor:
+        """The cross-entropy of the teachers' tag marginals ``batch["soft"]`` (B, T, K) under this tagger's own
+        CRF marginals, summed over the tokens: -sum_t sum_k q_t(k) log p_t(k), plus the penalties as ``loss``.
+
+        Per-token marginals (not the teachers' expected transitions): K numbers a token to store, averaged over
+        an ensemble as they are, and the student's CRF transitions still learn from the gold data."""
+        mask = batch["mask"]
+        log_p = self.crf.log_marginals(self.emissions(batch), mask, full_steps(batch))  # (B, T, K)
+        targets = batch["soft"].to(log_p.dtype)  # (B, T, K), 0 at padding
+        cross = -(targets * log_p).sum(dim=2)  # (B, T)
+        return self._penalised(torch.where(mask, cross, 0.0).sum(), l2_coef)
+
+    def _penalised(self, loss: torch.Tensor, l2_coef: float) -> torch.Tensor:
+        """``loss`` plus l2_coef times every feature's penalty (the learned mixes' ||w||^2)."""
         if l2_coef:
             for feature in self.features.values():
                 penalty = cast(InputFeature, feature).l2_penalty()
                 if penalty is not None:
-                    nll = nll + l2_coef * penalty.to(nll.device)
-        return nll
+                    loss = loss + l2_coef * penalty.to(loss.device)
+        return loss
 
     @torch.no_grad()
     def decode(self, batch: Batch) -> torch.Tensor:

@@ -16,8 +16,10 @@ from ner_app.tagger.spec import TaggerSpec
 from ner_app.text.batching import check_budget
 from ner_app.text.case import CaseView, case_view
 from ner_app.text.runs import id_runs
+from ner_app.text.soft_labels import SoftLabels
 from ner_app.train.case_augment import CaseAugmentedBatches
 from ner_app.train.corpus import SPLITS, Corpus, Split
+from ner_app.train.distillation import DistillationBatches, DistillationCollator, DistillationDataset
 from ner_app.train.layer_cache import LayerCache
 from ner_app.train.sampler import LengthBucketSampler
 
@@ -87,7 +89,9 @@ class ConllDataModule(pl.LightningDataModule):
     every later batch carry a frozen feature's layers from disk. ``max_tokens`` (training) and
     ``eval_max_tokens`` cap a batch's sentences x padded length (None: no cap); the defaults split no batch of
     CoNLL-2003 (at most 124 tokens a sentence) at the default batch sizes. ``case_augment`` is the share of
-    the training sentences each epoch presents lower- or upper-cased (``ner_app.train.case_augment``).
+    the training sentences each epoch presents lower- or upper-cased (``ner_app.train.case_augment``). With
+    ``soft`` (teachers' marginals on unlabelled sentences), training epochs also hold its sentences, in batches
+    of their own (``ner_app.train.distillation``).
     """
 
     def __init__(
@@ -101,6 +105,7 @@ class ConllDataModule(pl.LightningDataModule):
         max_tokens: int | None = TRAIN_MAX_TOKENS,
         eval_max_tokens: int | None = EVAL_MAX_TOKENS,
         case_augment: float = 0.0,
+        soft: SoftLabels | None = None,
     ) -> None:
         super().__init__()
         self.corpus, self.spec = corpus, spec
@@ -112,6 +117,7 @@ class ConllDataModule(pl.LightningDataModule):
         if not 0.0 <= case_augment <= 1.0:
             raise ValueError(f"case_augment must be in [0, 1], got {case_augment}")
         self.case_augment = case_augment
+        self.soft = soft  # distillation: teachers' marginals on unlabelled sentences, trained beside train
         self.layer_caches: dict[str, LayerCache] = {}
 
     @property
@@ -159,6 +165,8 @@ class ConllDataModule(pl.LightningDataModule):
             rank=rank,
             max_tokens=budget,
         )
+        if split == "train" and shuffle and self.soft is not None:
+            return self._distillation_loader(data, sampler, size)
         augment = split == "train" and shuffle and self.case_augment > 0
         if augment and (contexts or keys):
             raise ValueError("case augmentation reads sentences alone: it needs ELMo in sentence context")
@@ -168,6 +176,28 @@ class ConllDataModule(pl.LightningDataModule):
             if augment
             else sampler,
             collate_fn=Collator(self.spec, self.layer_caches, contexts, keys),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def _distillation_loader(self, data: Split, gold: LengthBucketSampler, size: int) -> DataLoader:
+        """Training batches of gold and soft-labelled sentences (a student's features read no documents)."""
+        assert self.soft is not None
+        replicas, rank = self._replicas()
+        soft = LengthBucketSampler(
+            [len(t) for t in self.soft.sentences],
+            size,
+            shuffle=True,
+            seed=self.seed,
+            num_replicas=replicas,
+            rank=rank,
+            max_tokens=self.max_tokens,
+        )
+        cased = CaseAugmentedBatches(gold, len(data), self.case_augment, self.seed)
+        return DataLoader(
+            DistillationDataset(data, self.soft),
+            batch_sampler=DistillationBatches(cased, soft, len(data), self.seed),
+            collate_fn=DistillationCollator(self.spec),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

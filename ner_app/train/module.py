@@ -44,8 +44,9 @@ class Evaluation:
 
 
 class TaggerModule(pl.LightningModule):
-    """Trains a tagger with Adam on the summed CRF NLL plus its features' penalties (the learned mixes');
-    evaluates dev and test.
+    """Trains a tagger with Adam on the summed CRF NLL plus its features' penalties (the learned mixes'), and a
+    distilled student also on its teachers' marginals (``distill_weight`` times their cross-entropy, summed over
+    tokens, on soft-labelled batches); evaluates dev and test.
 
     ``gold`` holds the gold tags of "dev" and "test" in the data's original scheme, indexed by sentence. Each
     validation or test pass gathers the predictions of every rank, scores the whole split once and keeps an
@@ -64,6 +65,7 @@ class TaggerModule(pl.LightningModule):
         lr: float = 1e-3,
         l2_coef: float = 0.1,
         schedule: LrSchedule = LrSchedule(),
+        distill_weight: float = 1.0,
     ) -> None:
         super().__init__()
         self.tagger, self.spec = tagger, spec
@@ -71,6 +73,7 @@ class TaggerModule(pl.LightningModule):
         # each split's gold entities, read at its first pass
         self._gold_entities: dict[str, GoldEntities] = {}
         self.lr, self.l2_coef, self.schedule = lr, l2_coef, schedule
+        self.distill_weight = distill_weight  # a soft-labelled batch's loss weight (distillation)
         self.evaluations: dict[str, Evaluation] = {}
         self._predicted: dict[int, list[str]] = {}
         self._start = 0.0
@@ -78,7 +81,10 @@ class TaggerModule(pl.LightningModule):
 
     # ------------------------------------------------------------------------------ training
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss = self.tagger.loss(batch, self.l2_coef)
+        if "soft" in batch:  # teachers' marginals on unlabelled text (train/distillation.py)
+            loss = self.distill_weight * self.tagger.distillation_loss(batch, self.l2_coef)
+        else:
+            loss = self.tagger.loss(batch, self.l2_coef)
         # The epoch's loss per token, sum(loss) / sum(tokens) over every batch (length-bucketed batches differ
         # by orders of magnitude): summed here on the device in float64, logged once in on_train_epoch_end.
         # Lightning's own on_epoch accumulation costs about a millisecond of Python a step (self.log moves its

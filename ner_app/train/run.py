@@ -37,6 +37,8 @@ from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
+from ner_app.text.soft_labels import MANIFEST, read_manifest, read_soft_labels
+from ner_app.text.tags import entity_types
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.calibration import calibrate_run
 from ner_app.train.callbacks import LayerCacheFill, train_throughput
@@ -68,9 +70,14 @@ def load_features(cfg: TrainConfig) -> tuple[list[FeatureSpec], dict[str, Any]]:
 
 
 def build_spec(
-    cfg: TrainConfig, corpus: Corpus, features: Sequence[FeatureSpec], glove_words: list[str] | None
+    cfg: TrainConfig,
+    corpus: Corpus,
+    features: Sequence[FeatureSpec],
+    glove_words: list[str] | None,
+    teacher_tags: Sequence[str] = (),
 ) -> TaggerSpec:
-    """The tagger's spec from the config and the training split (GloVe's words join the vocabulary here)."""
+    """The tagger's spec from the config and the training split (GloVe's words join the vocabulary here); a
+    distilled student's tags also hold its teachers' (``teacher_tags``: it learns their types from them)."""
     m, train = cfg.model, corpus.splits["train"]
     sizes = TaggerSizes(
         word_dim=m.word_dim,
@@ -84,7 +91,7 @@ def build_spec(
     spec = TaggerSpec.from_training_data(
         sizes,
         train.tokens,
-        train.tags,
+        [*train.tags, list(teacher_tags)] if teacher_tags else train.tags,
         corpus.scheme,
         corpus.source_scheme,
         lowercase=cfg.data.lowercase,
@@ -181,6 +188,8 @@ def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
         data_files(d.dir, d.format) if d.dir and not d.hub_name else []
     )  # CoNLL, parquet or save_to_disk files
     data = data_fingerprint(files) if files else f"hub:{d.hub_name}"
+    if cfg.distill.marginals is not None:  # the teachers' marginals are training data too: their manifest
+        data = f"{data}+{data_fingerprint([Path(cfg.distill.marginals) / MANIFEST])}"
     # A linear schedule decays to 0 at the last step of max_epochs: another max_epochs would be another run.
     pinned = ["trainer.max_epochs"] if cfg.optim.schedule == "linear" else []
     return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()), pinned)
@@ -201,12 +210,17 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         require_package()  # before a corpus download: the missing package is the first thing to fix
     start = StartingPoint.load(m.init_from) if m.init_from else None
     known = start.types if start is not None else ()  # dev and test may hold a type only the export knows
+    teachers = read_manifest(Path(cfg.distill.marginals)) if cfg.distill.marginals is not None else None
+    if teachers is not None:  # ... or only the teachers know (a student learns it from their marginals)
+        known = (*known, *entity_types(teachers.tags))
     corpus = load_corpus(
         d.dir, d.hub_name, d.scheme, d.max_sentences, d.format, options=data_reading(d), known_types=known
     )
     features, resources = load_features(cfg)
     glove = load_glove(m.glove, m.word_dim) if m.glove else None
-    spec = build_spec(cfg, corpus, features, glove[0] if glove is not None else None)
+    spec = build_spec(
+        cfg, corpus, features, glove[0] if glove is not None else None, teachers.tags if teachers else ()
+    )
     tagger = None
     if start is not None:  # the export's words and types, and weights, with the data's new ones added
         tagger, spec = continue_from(start, spec, lambda s: build_tagger(cfg, s, resources, corpus, glove))
@@ -215,6 +229,14 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
     if old_dev is not None and start is not None and getattr(rank_zero_only, "rank", 0) == 0:
         before = old_dev.score(start.tagger, start.spec, d.eval_batch_size)  # the export, before any step
     del start  # the export's tagger: no longer needed
+    soft = None
+    if cfg.distill.marginals is not None:  # distillation: the teachers' marginals, in the spec's tag order
+        where = f"distill.marginals {cfg.distill.marginals}"
+        soft = read_soft_labels(cfg.distill.marginals, cfg.distill.max_sentences)
+        if soft.scheme != spec.scheme:
+            raise ConfigError(f"{where}: marginals of scheme {soft.scheme}, but data.scheme is {spec.scheme}")
+        soft = soft.in_order(spec.tag_vocab.itos, where)
+        log.info("distillation: %d soft-labelled sentences beside the gold ones", len(soft.sentences))
     dm = ConllDataModule(
         corpus,
         spec,
@@ -225,13 +247,22 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         max_tokens=d.max_tokens_per_batch,
         eval_max_tokens=d.eval_max_tokens_per_batch,
         case_augment=d.case_augment,
+        soft=soft,
     )
     if tagger is None:
         tagger = build_tagger(cfg, spec, resources, corpus, glove)
     gold = {split: corpus.splits[split].source_tags for split in EVALUATED}
     o = cfg.optim
     schedule = LrSchedule(o.schedule, o.warmup_fraction, o.plateau_factor, o.plateau_patience)
-    module = TaggerModule(tagger, spec, gold, lr=o.lr, l2_coef=cfg.elmo.l2_coef, schedule=schedule)
+    module = TaggerModule(
+        tagger,
+        spec,
+        gold,
+        lr=o.lr,
+        l2_coef=cfg.elmo.l2_coef,
+        schedule=schedule,
+        distill_weight=cfg.distill.weight,
+    )
 
     # Two callbacks (the best file is then named, not asked for as "best"): Lightning 2.6 writes a
     # ``save_last`` copy only in an epoch whose score improved, so a killed run would redo up to ``patience``

@@ -152,8 +152,8 @@ def test_list_of_lists(tmp_path: Path) -> None:
         (
             "modle: {}\n",
             [],
-            "{src}: unknown key 'modle' (known keys at the top level: data, elmo, model, optim, output_dir, "
-            "seed, trainer, transformer)",
+            "{src}: unknown key 'modle' (known keys at the top level: data, distill, elmo, model, optim, "
+            "output_dir, seed, trainer, transformer)",
         ),
         ("", ["foo.bar=1"], "override foo.bar=1: unknown key 'foo' (known keys at the top level: data, "),
         ("optim:\n  lr: fast\n", [], "{src}: key 'optim.lr': expected float, found str 'fast'"),
@@ -353,6 +353,7 @@ def test_the_key_lists_come_from_field_metadata() -> None:
         "elmo.weights",
         "elmo.cache_dir",
         "transformer.folder",
+        "distill.marginals",
     }
     assert RESUMABLE_KEYS == {
         "output_dir",

@@ -279,6 +279,19 @@ class CRF(nn.Module):
             tempered = self._tempered(emissions)
             return scaled_marginals(*tempered, mask, full_steps).to(tempered[0].dtype)
 
+    def log_marginals(self, emissions: Tensor, mask: Tensor, full_steps: int = 0) -> Tensor:
+        """Log posterior (B, T, K) of each tag at each position, differentiable: alpha_t(k) + beta_t(k) - log Z
+        by the log-space forward-backward, untempered (what a distilled student fits to its teachers'
+        marginals; ``marginals`` is the faster, tempered one for prediction). Padded positions hold no value
+        to read. ``mask`` must be valid (``encode_batch``'s)."""
+        mask = self._check(emissions, mask, values=False, full_steps=full_steps)
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions = self._fp32(emissions)
+            start, trans, end = self._scores()
+            alphas = torch.stack(self._alphas(emissions, mask, start, trans, full_steps), dim=1)  # (B, T, K)
+            log_z = torch.logsumexp(alphas[:, -1] + end, dim=1)  # (B,): the last alpha holds each row's end
+            return alphas + self._betas(emissions, mask, trans, end) - log_z[:, None, None]
+
     @staticmethod
     def _betas(emissions: Tensor, mask: Tensor, trans: Tensor, end: Tensor) -> Tensor:
         """Backward variables (B, T, K): beta_t(i), the log-sum over all continuations after tag i at step t,

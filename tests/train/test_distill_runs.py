@@ -1,0 +1,152 @@
+"""``distill`` end to end at tiny scale: exact teacher marginals on disk, an ensemble's mean, a resumed
+labelling equal to one run, and a student that is an ordinary export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import train
+from ner_app.cli.main import main
+from ner_app.predict.predictor import Predictor
+from ner_app.predict.teachers import label_text, text_sentences
+from ner_app.text.soft_labels import chunk_names, read_soft_labels
+
+pytestmark = pytest.mark.system  # trains tiny runs
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "data" / "tiny_conll"
+STUDENT = [f"data.dir={TINY}", "elmo.enabled=false", "trainer.threads=1"]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny tagger without ELMo trained to F1 = 1.0 on the tiny data: the teacher."""
+    run = tmp_path_factory.mktemp("teacher") / "run"
+    args = ["--config", str(ROOT / "configs/tiny.yaml"), f"output_dir={run}", *STUDENT]
+    assert train.main(args) == 0
+    return run / "export"
+
+
+def test_stored_marginals_are_the_teachers_exact_ones_and_an_ensemble_their_mean(teacher, tmp_path):
+    text = TINY / "train.txt"
+    one = label_text([teacher], text, tmp_path / "one", chunk_sentences=2)
+    twice = label_text([teacher, teacher], text, tmp_path / "twice", chunk_sentences=2)
+    assert one.complete and one.sentences == len(list(text_sentences(text))) == 5
+    for index in range(one.chunks):  # the mean of two equal teachers is that teacher, to the bit
+        name = chunk_names(index)[0]
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "twice" / name).read_bytes()
+    assert len(twice.teachers) == 2
+    labels = read_soft_labels(tmp_path / "one")
+    predictor = Predictor.from_export(teacher)
+    exact = []
+    for group, emissions, mask in predictor.emission_batches(labels.sentences):
+        probs = predictor.tagger.crf.marginals(emissions, mask).double()  # the teacher's forward-backward
+        exact += [(i, probs[row, : len(labels.sentences[i])]) for row, i in enumerate(group)]
+    for i, probs in exact:
+        np.testing.assert_array_equal(labels.rows(i), probs.numpy().astype(np.float16))
+
+
+def test_a_stopped_labelling_resumes_to_the_same_files(teacher, tmp_path):
+    text = TINY / "train.txt"
+    label_text([teacher], text, tmp_path / "whole", chunk_sentences=2)
+    label_text([teacher], text, tmp_path / "stopped", chunk_sentences=2)
+    stopped = tmp_path / "stopped"
+    for name in chunk_names(2):  # a run stopped after its second chunk: the third never written
+        (stopped / name).unlink()
+    manifest = json.loads((stopped / "teachers.json").read_text())
+    (stopped / "teachers.json").write_text(json.dumps({**manifest, "complete": False, "chunks": 0}))
+    resumed = label_text([teacher], text, stopped, chunk_sentences=2)
+    assert resumed.complete and resumed.sentences == 5 and resumed.chunks == 3
+    for index in range(3):
+        for name in chunk_names(index):
+            assert (stopped / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    # complete: a third run reuses it without tagging
+    again = label_text([teacher], text, stopped, chunk_sentences=2)
+    assert again == resumed
+
+
+def test_distill_trains_an_ordinary_calibrated_student(teacher, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    marginals, student = tmp_path / "marginals", tmp_path / "student"
+    args = [
+        "distill",
+        "--config",
+        "configs/distill_conll2003.yaml",
+        "--teacher",
+        str(teacher),
+        "--teacher",
+        str(teacher),
+        "--unlabelled",
+        str(TINY / "train.txt"),
+        "--marginals",
+        str(marginals),
+        f"output_dir={student}",
+        *STUDENT,
+        "model.glove=null",
+        "model.word_dim=8",
+        "model.char_filters=8",
+        "model.lstm_hidden=16",
+        "model.lstm_layers=1",
+        "model.dropout=0.0",
+        "optim.lr=0.01",
+        "data.batch_size=2",
+        "trainer.max_epochs=40",
+        "trainer.patience=40",
+        "trainer.enable_progress_bar=false",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    tokens = sum(map(len, text_sentences(TINY / "train.txt")))
+    assert f"teachers' marginals: 5 sentences, {tokens} tokens in {marginals} (2 teachers)" in out
+    metrics = json.loads((student / "metrics.json").read_text())
+    assert metrics["dev"]["f1"] == 100.0 and metrics["test"]["f1"] == 100.0
+    spec = json.loads((student / "export" / "tagger.json").read_text())
+    assert [f["name"] for f in spec["features"]] == ["words", "chars"]
+    # an ordinary export: predict reads it
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(student / "export"),
+                "--input",
+                str(TINY / "test.txt"),
+                "--format",
+                "conll",
+                "--output",
+                str(tmp_path / "p.conll"),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "p.conll").is_file()
+    # the same teachers and text again: the folder is reused, the student resumes nothing (it is done)
+    shutil.rmtree(student)
+    written = {p.name: p.stat().st_mtime_ns for p in marginals.iterdir()}
+    assert main([*args, "trainer.max_epochs=1"]) == 0
+    assert {p.name: p.stat().st_mtime_ns for p in marginals.iterdir()} == written
+    assert f"teachers' marginals: 5 sentences, {tokens} tokens" in capsys.readouterr().out
+
+
+def test_soft_labels_teach_types_the_gold_data_never_shows(teacher, tmp_path, monkeypatch):
+    # one gold sentence (PER, LOC): ORG and MISC come from the teacher's marginals alone
+    monkeypatch.chdir(ROOT)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("valid", "test"):
+        shutil.copy(TINY / f"{split}.txt", data)
+    first = (TINY / "train.txt").read_text().split("\n\n")[:2]
+    (data / "train.txt").write_text("\n\n".join(first) + "\n")
+    label_text([teacher], TINY / "train.txt", tmp_path / "m", chunk_sentences=4)
+    common = ["--config", str(ROOT / "configs/tiny.yaml"), *STUDENT, f"data.dir={data}"]
+    assert train.main([*common, f"output_dir={tmp_path / 'kd'}", f"distill.marginals={tmp_path / 'm'}"]) == 0
+    kd = json.loads((tmp_path / "kd" / "metrics.json").read_text())
+    assert set(kd["dev"]["per_type"]) == {"PER", "LOC", "ORG", "MISC"}
+    assert kd["dev"]["f1"] == 100.0 and kd["test"]["f1"] == 100.0
+    # without the teacher the same gold data cannot train for this dev set at all
+    assert train.main([*common, f"output_dir={tmp_path / 'gold'}"]) == 2
