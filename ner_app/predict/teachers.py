@@ -118,6 +118,8 @@ def label_text(
     root, source = Path(folder), Path(text)
     if not source.is_file():
         raise NerAppError(f"--unlabelled {text}: not a readable file")
+    if next(text_sentences(source), None) is None:  # before anything is written
+        raise NerAppError(f"--unlabelled {text}: holds no sentence; expected text, or CoNLL token lines")
     teachers_found = [Path(p) for p in teacher_paths]
     teachers = load_teachers(teachers_found, batch_size, max_tokens)
     first = teachers[0]
@@ -156,8 +158,6 @@ def label_text(
             f"teachers: {sentences_done:,} sentences, {tokens_done:,} tokens labelled "
             f"({tokens_done / max(elapsed, 1e-9):,.0f} tokens/s over the run)"
         )
-    if not sentences_done:
-        raise NerAppError(f"--unlabelled {text}: holds no sentence")
     done = dataclasses.replace(
         manifest,
         complete=True,
