@@ -166,19 +166,22 @@ class SoftLabels:
 
 
 def read_soft_labels(folder: str | Path, max_sentences: int | None = None) -> SoftLabels:
-    """Every written chunk of a complete marginals folder (``max_sentences``: the first ones only), each
-    checked: sentences of 1 to ``MAX_TRAIN_SENTENCE_TOKENS`` tokens, a row of K finite marginals per token,
+    """Every chunk of a complete marginals folder, or its first ``max_sentences`` sentences (which an
+    unfinished folder serves once its written chunks hold them), each chunk checked: sentences of 1 to ``MAX_TRAIN_SENTENCE_TOKENS`` tokens, a row of K finite marginals per token,
     each row summing to 1."""
     root = Path(folder)
     manifest = read_manifest(root)
-    if not manifest.complete:
-        raise SoftLabelError(
-            f"{root}: incomplete ({done_chunks(root)} chunks written); run ner-app distill again to finish it"
-        )
+    chunks = manifest.chunks
+    if not manifest.complete:  # a folder still being written serves a prefix its written chunks hold
+        chunks = done_chunks(root)
+        if max_sentences is None or chunks * manifest.chunk_sentences < max_sentences:
+            raise SoftLabelError(
+                f"{root}: incomplete ({chunks} chunks written); run ner-app distill again to finish it"
+            )
     width = len(manifest.tags)
     sentences: list[list[str]] = []
     parts: list[np.ndarray] = []
-    for index in range(manifest.chunks):
+    for index in range(chunks):
         if max_sentences is not None and len(sentences) >= max_sentences:
             break
         npy, jsonl = (root / name for name in chunk_names(index))

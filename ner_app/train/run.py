@@ -25,6 +25,7 @@ from ner_app.config.checks import check_train_config
 from ner_app.config.load import TrainConfig, config_to_dict, save_config
 from ner_app.config.schema import ConfigError, input_features
 from ner_app.files import write_text
+from ner_app.records import canonical_sha256
 from ner_app.runtime.finite import FiniteGuard
 from ner_app.runtime.moved_checkpoint import MovableCheckpoint
 from ner_app.runtime.run_dir import RunIdentity, data_fingerprint, opened_run, resumed_step, run_identity
@@ -37,7 +38,7 @@ from ner_app.tagger.glove import embedding_matrix, load_glove, require_package
 from ner_app.tagger.model import BiLstmCrfTagger
 from ner_app.tagger.spec import TaggerSizes, TaggerSpec
 from ner_app.text.conll import write_predictions
-from ner_app.text.soft_labels import MANIFEST, read_manifest, read_soft_labels
+from ner_app.text.soft_labels import read_manifest, read_soft_labels
 from ner_app.text.tags import entity_types
 from ner_app.text.vocab import build_word_vocab
 from ner_app.train.calibration import calibrate_run
@@ -188,8 +189,8 @@ def run_identity_of(cfg: TrainConfig) -> dict[str, Any]:
         data_files(d.dir, d.format) if d.dir and not d.hub_name else []
     )  # CoNLL, parquet or save_to_disk files
     data = data_fingerprint(files) if files else f"hub:{d.hub_name}"
-    if cfg.distill.marginals is not None:  # the teachers' marginals are training data too: their manifest
-        data = f"{data}+{data_fingerprint([Path(cfg.distill.marginals) / MANIFEST])}"
+    if cfg.distill.marginals is not None:  # the teachers' marginals are training data too: what made them
+        data = f"{data}+{canonical_sha256(repr(read_manifest(Path(cfg.distill.marginals)).identity()))}"
     # A linear schedule decays to 0 at the last step of max_epochs: another max_epochs would be another run.
     pinned = ["trainer.max_epochs"] if cfg.optim.schedule == "linear" else []
     return run_identity(config_to_dict(cfg), data, config_to_dict(type(cfg)()), pinned)

@@ -215,3 +215,14 @@ def test_an_epoch_holds_every_gold_and_soft_batch_once_each_of_one_kind():
             assert all(view == "cased" for i, view in b if i >= 6)
         epochs.append(drawn)
     assert epochs[0] == epochs[1] and epochs[0] != epochs[2]
+
+
+def test_an_unfinished_folder_serves_the_prefix_its_written_chunks_hold(tmp_path):
+    root = folder_of(tmp_path, CHUNKS)  # chunks of 2 sentences: the first holds sentences 1-2
+    manifest = json.loads((root / "teachers.json").read_text())
+    (root / "teachers.json").write_text(json.dumps({**manifest, "complete": False, "chunks": 0}))
+    for name in chunk_names(1):
+        (root / name).unlink()  # the second chunk not written yet
+    assert read_soft_labels(root, max_sentences=2).sentences == CHUNKS[0]
+    with pytest.raises(SoftLabelError, match=r"incomplete \(1 chunks written\)"):
+        read_soft_labels(root, max_sentences=3)
