@@ -256,7 +256,8 @@ class OnnxPredictor:
             paths = viterbi(scores, lengths, *self.crf)
             tags = [self.tags.decode(paths[row, :n].tolist()) for row, n in enumerate(lengths)]
             t = self.temperature
-            sweep = Sweep.of(scores / t, lengths, *(x / t for x in self.crf))
+            # as the CRF tempers them: emissions divided in float64, its float32 scores in float32
+            sweep = Sweep.of(scores.astype(np.float64) / t, lengths, *(x / np.float32(t) for x in self.crf))
             outside = None
             if options.flag_missed is not None and "O" in tag_ids:
                 outside = sweep.outside(tag_ids["O"]).tolist()
