@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
 
-from ner_app.errors import NerAppError
+from ner_app.errors import MissingFileError, NerAppError
 from ner_app.text.batching import PREDICT_BATCH_SIZE, PREDICT_MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -85,6 +85,12 @@ def load_predictor(
         from ner_app.onnx.predictor import OnnxPredictor
 
         return OnnxPredictor(folder, batch_size=batch_size, threads=threads, max_tokens=max_tokens)
+    root = Path(folder)
+    if root.is_dir() and not (root / TORCH_SPEC).exists() and any(root.glob("*.onnx")):
+        raise MissingFileError(  # graphs without their manifest: not a torch export either
+            f"{root}: an ONNX folder without {ONNX_MANIFEST} (it holds .onnx graphs); export it again with "
+            "ner-app export --onnx"
+        )
     set_threads(threads)
     check_device(device)
     from ner_app.predict.predictor import Predictor
