@@ -226,6 +226,7 @@ def markdown(record: dict[str, Any]) -> str:
             f"| {name} | {found['wall_s_median']:.2f} | {found['peak_rss_mib_median']:.0f} | {runs} |"
         )
     lines += ["", f"The same output from every arm: {record['same_output']}.", ""]
+    lines += [f"Gold files: {', '.join(record['gold'].values())}.", ""]
     lines += [
         "| split | F1 torch | F1 ONNX fp32 | F1 ONNX int8 | int8 tags = fp32 tags (tokens) | fp32 tags = torch tags |",
         "|---|---:|---:|---:|---:|---|",
