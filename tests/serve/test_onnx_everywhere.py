@@ -19,7 +19,7 @@ import pytest
 
 import ner_app
 from ner_app.cli.commands import main
-from ner_app.onnx.export import MANIFEST
+from ner_app.onnx.export import MANIFEST, export_onnx_from
 from ner_app.onnx.predictor import OnnxPredictor
 from ner_app.predict.loading import ONNX_MANIFEST, load_predictor, model_kind
 from ner_app.predict.predictor import Predictor
@@ -96,6 +96,24 @@ def test_evaluate_reports_are_the_exports(trained, tmp_path, capsys, extra) -> N
     expected = evaluate(trained / "run/export")
     assert "| **all** |" in expected[0] or '"f1"' in expected[0]
     assert evaluate(trained / "onnx") == expected
+
+
+def test_evaluate_reports_on_an_int8_folder(trained, tmp_path, capsys) -> None:  # noqa: F811
+    int8 = export_onnx_from(trained / "run/export", tmp_path / "onnx_int8", quantize="int8")
+    assert OnnxPredictor(int8).quantize == "int8"
+    found = {}
+    for model in (trained / "onnx", int8):
+        predictions = tmp_path / f"{model.name}.conll"
+        argv = ["evaluate", "--model", str(model), "--gold", str(TINY / "test.txt"), "--json"]
+        assert main([*argv, "--predictions", str(predictions)]) == 0
+        rows = [line.split() for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
+        found[model.name] = (json.loads(capsys.readouterr().out), rows)
+    (fp32, fp32_rows), (quantized, int8_rows) = found["onnx"], found["onnx_int8"]
+    assert quantized["model"] == str(int8) and 0 <= quantized["f1"] <= 100
+    assert {k: quantized[k] for k in ("file", "sentences", "tokens", "scheme")} == {
+        k: fp32[k] for k in ("file", "sentences", "tokens", "scheme")
+    }
+    assert [r[:-1] for r in int8_rows] == [r[:-1] for r in fp32_rows]  # token and gold: the same rows
 
 
 def test_find_threshold_and_select_are_the_exports(trained, tmp_path, capsys) -> None:  # noqa: F811
