@@ -184,8 +184,10 @@ def test_load_tagger_takes_an_onnx_folder(trained: Path) -> None:  # noqa: F811
         ["evaluate", "--gold", str(TINY / "test.txt"), "--device", "cuda"],
         ["find-threshold", "--gold", str(TINY / "test.txt"), "--device", "cuda"],
         ["calibrate", "--gold", str(TINY / "test.txt"), "--output", "{tmp}/out", "--device", "cuda"],
+        ["select", "--input", str(TINY / "valid.txt"), "--k", "1", "--output", "{tmp}/out", "--device", "cuda"],
+        ["serve", "--port", "8931", "--device", "cuda"],
     ],
-    ids=["predict", "evaluate", "find-threshold", "calibrate"],
+    ids=["predict", "evaluate", "find-threshold", "calibrate", "select", "serve"],
 )
 def test_a_cuda_device_is_one_line(trained, tmp_path, capsys, argv) -> None:  # noqa: F811
     model = trained / "onnx"
@@ -248,7 +250,7 @@ def test_predict_evaluate_and_serve_run_where_torch_cannot_be_imported(
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    for fmt, extra in (("jsonl", FLAGS), ("conll", [])):
+    for fmt, extra in (("jsonl", FLAGS), ("conll", []), ("jsonl", ["--workers", "2"])):
         argv = ["predict", "--input", str(text), "--format", fmt, *extra]
         expected = run_bytes([*argv, "--model", str(trained / "run/export")], tmp_path / "expected", capsys)
         assert command(*argv, "--model", onnx).encode() == expected
