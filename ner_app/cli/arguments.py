@@ -109,7 +109,9 @@ def add_model_arguments(
     """--model, --batch-size, --threads, --device (and --max-tokens unless its help is None) of the commands
     that tag with an export."""
     parser.add_argument(
-        "--model", help="an export directory (default: the shipped CoNLL-2003 tagger, data/models/conll2003)"
+        "--model",
+        help="an export directory or an ONNX folder (export --onnx; runs without torch) (default: the shipped "
+        "CoNLL-2003 tagger, data/models/conll2003)",
     )
     parser.add_argument(
         "--batch-size",

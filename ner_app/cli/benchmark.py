@@ -54,11 +54,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
-    """(the path measured, its tag function) for the folder ``model``."""
-    if (model / "onnx.json").is_file():
-        from ner_app.onnx.predictor import OnnxPredictor
+    """(the path measured, its tag function) for the folder ``model`` (loaded by ``predict/loading.py``)."""
+    from ner_app.onnx.predictor import OnnxPredictor
+    from ner_app.predict.loading import load_predictor, model_kind
 
-        onnx = OnnxPredictor(model, threads=threads)
+    if model_kind(model) == "onnx":
+        onnx = load_predictor(model, threads=threads)
+        assert isinstance(onnx, OnnxPredictor)
         found = "int8" if onnx.quantize == "int8" else "onnx"
         if path not in (None, found):
             raise NerAppError(
@@ -72,12 +74,7 @@ def _tagger(model: Path, path: str | None, threads: int) -> tuple[str, Any]:
             f"--path {path}: {model} is not an ONNX export (no onnx.json); make one with ner-app export --onnx "
             f"{'--quantize int8 ' if path == 'int8' else ''}--model {model} --output DIR"
         )
-    import torch
-
-    from ner_app.predict.predictor import Predictor
-
-    torch.set_num_threads(threads)
-    predictor = Predictor.from_export(model)
+    predictor = load_predictor(model, threads=threads)  # torch's threads set there
     return "torch", lambda sentences: predictor.tag(sentences)
 
 

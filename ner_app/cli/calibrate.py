@@ -24,7 +24,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "entities), and writes a copy of the export holding it to --output. Predicted entities and F1 do not "
         "change; prints the expected calibration error and the log loss before and after (docs/calibration.md).",
     )
-    calibrate.add_argument("--model", required=True, help="an export directory (read only)")
+    calibrate.add_argument(
+        "--model",
+        required=True,
+        help="an export directory or an ONNX folder (read only; an ONNX folder gives a calibrated ONNX folder)",
+    )
     add_gold_argument(calibrate, "calibrate", "--dev")
     calibrate.add_argument(
         "--output",
@@ -38,16 +42,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=Owned("ner_app.text.batching", "PREDICT_BATCH_SIZE"),
         help="sentences per forward pass (default %(default)s)",
     )
-    calibrate.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    calibrate.add_argument(
+        "--threads", type=positive_int, help="torch CPU threads (an ONNX folder's: onnxruntime's per graph)"
+    )
     calibrate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
 
 def run(args: argparse.Namespace) -> int:
     from ner_app.decisions.calibrate import calibrate_export
-    from ner_app.jobs.setup import check_device, set_threads
+    from ner_app.predict.loading import check_model_device
 
-    set_threads(args.threads)
-    check_device(args.device)
+    check_model_device(args.model, args.device)
     fit, data = calibrate_export(
         args.model,
         args.gold,
@@ -57,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         option=args.gold_option,
         fmt=args.fmt,
         claim=output_claim(args),
+        threads=args.threads,
     )
     print(
         f"{args.gold}: {fit.entities:,} predicted entities in {data.sentences:,} sentences; temperature "

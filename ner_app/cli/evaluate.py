@@ -51,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
     from ner_app.cli.common import check_gold_file
     from ner_app.files import STDOUT, claim_file, output_target
-    from ner_app.jobs.setup import check_device, model_path, set_threads
+    from ner_app.jobs.setup import model_path
     from ner_app.predict.evaluate import case_view_table, evaluate_file, score_table
-    from ner_app.predict.predictor import Predictor
+    from ner_app.predict.loading import check_model_device, load_predictor
     from ner_app.report.formats import FORMATS, Target, write_output
     from ner_app.text.case import CASE_VIEWS
 
-    set_threads(args.threads)
-    check_device(args.device)
+    model = model_path(args.model)
+    check_model_device(model, args.device)  # before the gold file is read
     check_gold_file(args.gold, args.gold_option, args.fmt)
     if args.predictions is not None:
         out = Path(args.predictions)
@@ -70,10 +70,7 @@ def run(args: argparse.Namespace) -> int:
     # with --predictions -, standard output holds the predictions alone and the scores go to stderr
     to_stdout = args.predictions is not None and output_target(args.predictions)[0] == "stdout"
     scores = sys.stderr if to_stdout else sys.stdout
-    model = model_path(args.model)
-    predictor = Predictor.from_export(
-        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
-    )
+    predictor = load_predictor(model, args.device, args.batch_size, args.max_tokens, args.threads)
     views = CASE_VIEWS if args.case_views else CASE_VIEWS[:1]
     result, items = evaluate_file(predictor, args.gold, views, args.fmt)
     result["model"] = str(model)

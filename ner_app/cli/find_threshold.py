@@ -52,20 +52,17 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ner_app.cli.common import check_gold_file
-    from ner_app.jobs.setup import check_device, model_path, set_threads
+    from ner_app.jobs.setup import model_path
+    from ner_app.predict.loading import check_model_device, load_predictor
 
     precision = None if args.precision is None else _fraction(args.precision)
-    set_threads(args.threads)
-    check_device(args.device)
+    model = model_path(args.model)
+    check_model_device(model, args.device)
     check_gold_file(args.gold, args.gold_option, args.fmt)
     from ner_app.decisions.threshold import find_threshold as sweep
     from ner_app.decisions.threshold import suggestion_line, threshold_table
-    from ner_app.predict.predictor import Predictor
 
-    model = model_path(args.model)
-    predictor = Predictor.from_export(
-        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
-    )
+    predictor = load_predictor(model, args.device, args.batch_size, args.max_tokens, args.threads)
     result = {"model": str(model), **sweep(predictor, args.gold, precision, args.fmt)}
     if args.json:
         print(json.dumps(result, indent=2))

@@ -8,7 +8,18 @@ from collections.abc import Sequence
 from ner_app.cli.arguments import OwnedNamespace
 from ner_app.cli.parser import build_parser
 from ner_app.cli.registry import COMMANDS, command_module
-from ner_app.errors import run_reporting_errors
+from ner_app.errors import NerAppError, run_reporting_errors
+
+# What pip install 'ner_app[train]' adds to the torch-free core: a command that needs one says so in one line
+TRAIN_PACKAGES = (
+    "torch",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "datasets",
+    "h5py",
+    "safetensors",
+    "matplotlib",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,8 +33,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         only = argv[0] if named is not None else None
         args = build_parser(only).parse_args(argv, namespace=OwnedNamespace())
     handler = command_module(args.command).run
+
+    def run() -> int:
+        try:
+            return int(handler(args))
+        except ModuleNotFoundError as err:  # the torch-free core: a torch export, training, export --onnx
+            if (err.name or "").split(".")[0] not in TRAIN_PACKAGES:
+                raise
+            raise NerAppError(
+                f"{args.command} needs {err.name}, which is not installed here (the core install runs ONNX "
+                "folders only): pip install 'ner_app[train]'"
+            ) from None
+
     # One policy for every command: a user's mistake is one line and exit 2, a bug keeps its traceback.
-    return run_reporting_errors(lambda: handler(args))
+    return run_reporting_errors(run)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ def _integer(text: str, option: str, low: int | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ner_app.files import STDOUT, claim_file, claim_folder
-    from ner_app.jobs.setup import check_device, set_threads
+    from ner_app.jobs.setup import check_device
+    from ner_app.predict.loading import check_model_device
     from ner_app.report.formats import output_format
     from ner_app.tagger.crf.uncertainty import STRATEGIES
 
@@ -105,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
         claim_folder(out, dataclasses.replace(claim, overwrite=True))
     else:
         claim_file(args.output, claim)
-    set_threads(args.threads)
-    check_device(args.device)
+    if args.model:
+        check_model_device(args.model, args.device)
+    else:  # the shipped tagger, a torch export (random selection without --model needs none)
+        check_device(args.device)
     from ner_app.jobs.select import SelectJob, run_select
 
     job = SelectJob(
@@ -123,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
+        threads=args.threads,
         claim=claim,
     )
     run_select(job)

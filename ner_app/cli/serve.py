@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             f"serve needs LitServe, which is not installed here ({err}); pip install 'ner_app[serve]' "
             "(or pip install litserve)"
         ) from None
-    from ner_app.jobs.setup import check_device
+    from ner_app.predict.loading import check_device, check_model_device
 
     host = server.bind_address(args.host, args.allow_remote)
     if host != "127.0.0.1":
@@ -104,11 +104,13 @@ def run(args: argparse.Namespace) -> int:
             "can use the server (no authentication, no TLS)",
             file=sys.stderr,
         )
-    if args.device == "cuda":  # check_device imports torch, which this process otherwise never needs
-        check_device(args.device)
     model = Path(args.model) if args.model else None  # None: the shipped tagger, found by the worker
     if model is not None and not model.is_dir():
-        raise NerAppError(f"--model {model}: not a folder (expected an export directory)")
+        raise NerAppError(f"--model {model}: not a folder (expected an export directory or an ONNX folder)")
+    if (
+        args.device == "cuda"
+    ):  # a torch export's check imports torch, which this process otherwise never needs
+        check_model_device(model, args.device) if model else check_device(args.device)
     spec = server.ServeSpec(
         model=model,
         host=host,

@@ -13,8 +13,12 @@ from pathlib import Path
 
 import torch
 
+from ner_app.decisions.emissions import crf_of, emission_tensors
 from ner_app.errors import MissingFileError, NerAppError
 from ner_app.files import Claim, claim_folder
+from ner_app.onnx.calibrated import write_calibrated
+from ner_app.onnx.predictor import OnnxPredictor
+from ner_app.predict.loading import AnyPredictor, load_predictor
 from ner_app.predict.predictor import Predictor
 from ner_app.tagger.crf.calibration import (
     CalibrationSet,
@@ -54,7 +58,7 @@ def _check_paths(model: Path, dev: Path, output: Path, option: str, fmt: str | N
 
 
 def gold_set(
-    predictor: Predictor, dev: Path, option: str = "--gold", fmt: str | None = None
+    predictor: AnyPredictor, dev: Path, option: str = "--gold", fmt: str | None = None
 ) -> CalibrationSet:
     """The emissions, Viterbi paths and labelled entities of every sentence of the gold file ``dev``, read as
     training reads a split file (any format: ``fmt``, or detected), sentences longer than ``MAX_TOKENS`` in
@@ -64,17 +68,16 @@ def gold_set(
         raise NerAppError(f"{option} {dev}: no sentences (expected 'token ... tag' lines)")
     require_annotated(sentences, dev)
     source = detect_scheme([s.tags for s in sentences])
-    spec = predictor.spec
-    gold = [convert(s.tags, source, spec.scheme) for s in sentences]
+    gold = [convert(s.tags, source, predictor.scheme) for s in sentences]
     pieces = split_pieces([s.tokens for s in sentences])
     gold_pieces = split_pieces(gold)
     documents = [sentences[i].doc for i, _ in pieces]
 
     def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor, Sequence[Sequence[str]]]]:
-        for group, emissions, mask in predictor.emission_batches([t for _, t in pieces], documents):
+        for group, emissions, mask in emission_tensors(predictor, [t for _, t in pieces], documents):
             yield emissions, mask, [gold_pieces[p][1] for p in group]
 
-    return calibration_set(predictor.tagger.crf, batches(), spec.tag_vocab, spec.scheme)
+    return calibration_set(crf_of(predictor), batches(), predictor.tags, predictor.scheme)
 
 
 def calibrate_export(
@@ -87,6 +90,7 @@ def calibrate_export(
     option: str = "--gold",
     fmt: str | None = None,
     claim: Claim | None = None,
+    threads: int | None = None,
 ) -> tuple[Fit, CalibrationSet]:
     """Fit the temperature of export ``model`` on gold file ``dev`` and write the calibrated copy to
     ``output`` (``claim``: how, the output policy of ``files.py``; default: calibrate's, without
@@ -95,14 +99,17 @@ def calibrate_export(
     claim = claim or Claim("calibrate")
     _check_paths(model, dev, output, option, fmt, claim)
     kwargs = {} if max_tokens is None else {"max_tokens": max_tokens}
-    predictor = Predictor.from_export(model, device=device, batch_size=batch_size, **kwargs)
+    predictor = load_predictor(model, device, batch_size, threads=threads, **kwargs)
     data = gold_set(predictor, dev, option, fmt)
     if data.entities == 0:
         raise NerAppError(
             f"{option} {dev}: the tagger finds no entity in it, so there is nothing to calibrate on"
         )
-    crf = predictor.tagger.crf
-    fit = fit_temperature(crf, data)
-    spec = dataclasses.replace(predictor.spec, calibration=calibration_record(fit, dev.name))
-    export_model(predictor.tagger, spec, output, claim)
+    fit = fit_temperature(crf_of(predictor), data)
+    record = calibration_record(fit, dev.name)
+    if isinstance(predictor, OnnxPredictor):  # an ONNX folder gives a calibrated ONNX folder
+        write_calibrated(model, output, dataclasses.asdict(record), claim)
+        return fit, data
+    assert isinstance(predictor, Predictor)
+    export_model(predictor.tagger, dataclasses.replace(predictor.spec, calibration=record), output, claim)
     return fit, data

@@ -20,8 +20,9 @@ from typing import Literal
 
 import torch
 
+from ner_app.decisions.emissions import crf_of, emission_tensors
 from ner_app.errors import NerAppError
-from ner_app.predict.predictor import Predictor
+from ner_app.predict.loading import AnyPredictor
 from ner_app.tagger.crf.uncertainty import STRATEGIES, SentenceUncertainty, combine, sentence_uncertainty
 from ner_app.text.conll import DOCSTART, MAX_CONLL_BYTES, conll_blocks
 from ner_app.text.lines import read_lines
@@ -113,18 +114,18 @@ def _conll_candidates(lines: Sequence[str]) -> list[Candidate]:
     return found
 
 
-def pool_uncertainty(predictor: Predictor, candidates: Sequence[Candidate]) -> list[SentenceUncertainty]:
+def pool_uncertainty(predictor: AnyPredictor, candidates: Sequence[Candidate]) -> list[SentenceUncertainty]:
     """Each candidate's uncertainty: one forward pass over the pool in the predictor's batches."""
     sentences = [list(s) for c in candidates for s in c.sentences]
     owners = [i for i, c in enumerate(candidates) for _ in c.sentences]
     documents = [c.doc for c in candidates for _ in c.sentences]
     pieces = split_pieces(sentences)
     found: dict[int, SentenceUncertainty] = {}
-    crf = predictor.tagger.crf
+    crf = crf_of(predictor)
+    tokens, ids = [t for _, t in pieces], [documents[i] for i, _ in pieces]
     with torch.inference_mode():
-        for group, batch in predictor.piece_batches(pieces, documents):
-            emissions = predictor.tagger.emissions(batch)  # (B, T, K)
-            found.update(zip(group, sentence_uncertainty(crf, emissions, batch["mask"]), strict=True))
+        for group, emissions, mask in emission_tensors(predictor, tokens, ids):  # (B, T, K), (B, T)
+            found.update(zip(group, sentence_uncertainty(crf, emissions, mask), strict=True))
     parts: list[list[SentenceUncertainty]] = [[] for _ in candidates]
     for p, (sentence, _) in enumerate(pieces):
         parts[owners[sentence]].append(found[p])
@@ -144,7 +145,7 @@ def tokens_of(candidate: Candidate) -> int:
 
 
 def select(
-    predictor: Predictor | None,
+    predictor: AnyPredictor | None,
     candidates: Sequence[Candidate],
     k: int | None,
     strategy: str,

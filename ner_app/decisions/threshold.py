@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqeval.metrics.sequence_labeling import get_entities
 
 from ner_app.predict.evaluate import read_gold
-from ner_app.predict.predictor import Predictor
+
+if TYPE_CHECKING:
+    from ner_app.predict.loading import AnyPredictor
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)  # the rows of the printed table
 SCORE_DECIMALS = 4  # as predict prints an entity's score (``text/pieces.py``)
@@ -38,7 +40,7 @@ class ScoredEntity:
 
 
 def scored_entities(
-    predictor: Predictor, gold_path: str | Path, fmt: str | None = None
+    predictor: AnyPredictor, gold_path: str | Path, fmt: str | None = None
 ) -> tuple[dict[str, Any], list[ScoredEntity]]:
     """Tag the gold file once: its counts (``file``, ``sentences``, ``tokens``, ``scheme``, ``gold_entities``)
     and every predicted entity, scored as ``predict`` scores it (the probability of its reading, rounded) and
@@ -118,7 +120,7 @@ def suggest(rows: Sequence[dict[str, float]], precision: float | None) -> dict[s
 
 
 def find_threshold(
-    predictor: Predictor, gold_path: str | Path, precision: float | None = None, fmt: str | None = None
+    predictor: AnyPredictor, gold_path: str | Path, precision: float | None = None, fmt: str | None = None
 ) -> dict[str, Any]:
     """The whole result of ``find-threshold``: the file's counts, the ``GRID`` rows, every distinct score's
     row and the suggestion (``fmt``: the gold file's format, None: detected)."""

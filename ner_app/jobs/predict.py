@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ner_app.errors import NerAppError
 from ner_app.jobs.predict_job import PredictJob
-from ner_app.jobs.setup import check_device, model_path, set_threads
+from ner_app.jobs.setup import model_path
 
 if TYPE_CHECKING:
     from ner_app.files import Claim
@@ -67,23 +67,17 @@ def run_predict(args: PredictJob) -> int:
             f"html, not {args.format}"
         )
     refuse_unheld(fmt, {ALTERNATIVES: options.alternatives > 0, FLAGGED: options.flag_missed is not None})
+    model = model_path(args.model)
     if args.workers is not None and args.workers > 1:  # N processes: jobs/predict_workers.py
         from ner_app.jobs.predict_workers import predict_in_workers
 
-        return predict_in_workers(
-            args, fmt, str(model_path(args.model)), options
-        )  # torch only in the workers
-    from ner_app.predict.predictor import Predictor, tag_conll
-
-    set_threads(args.threads)
-    check_device(args.device)
+        return predict_in_workers(args, fmt, str(model), options)  # the model only in the workers
+    from ner_app.predict.loading import load_predictor
+    from ner_app.predict.tag_conll import tag_conll
     from ner_app.text.reliability import note_uncalibrated
 
-    model = model_path(args.model)
-    predictor = Predictor.from_export(
-        model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
-    )
-    note_uncalibrated(predictor.spec.calibration is not None, str(model))
+    predictor = load_predictor(model, args.device, args.batch_size, args.max_tokens, args.threads)
+    note_uncalibrated(predictor.calibrated, str(model))
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-" and Path(args.input).is_dir():
         raise NerAppError(f"--input {args.input}: is a folder, expected a text file or -")

@@ -63,9 +63,9 @@ def _run(
         lines = decoded_lines(source, name)
         records: Iterable[Any]
         if fmt.reads == "conll":
-            from ner_app.predict.predictor import tag_conll
+            from ner_app.predict.tag_conll import tag_conll
 
-            records = tag_conll(GroupTagger(pool, found), lines)  # type: ignore[arg-type]
+            records = tag_conll(GroupTagger(pool, found), lines)
         else:
             records = pool.tag_text(lines, options)
         if args.output is not None:  # at once, by an atomic rename, like one process

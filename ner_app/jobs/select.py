@@ -29,6 +29,7 @@ class SelectJob:
     batch_size: int
     max_tokens: int | None
     claim: Claim  # how --output may be written (the output policy of files.py)
+    threads: int | None = None  # torch's, or an ONNX folder's onnxruntime threads
 
 
 def run_select(job: SelectJob) -> None:
@@ -36,7 +37,8 @@ def run_select(job: SelectJob) -> None:
     from ner_app.decisions.selection import read_pool, tokens_of
     from ner_app.decisions.selection import select as choose
     from ner_app.jobs.setup import model_path
-    from ner_app.predict.predictor import Predictor, tag_conll
+    from ner_app.predict.loading import load_predictor
+    from ner_app.predict.tag_conll import tag_conll
     from ner_app.report.predictions_html import entity_types
 
     fmt, k = job.format, job.k
@@ -48,9 +50,7 @@ def run_select(job: SelectJob) -> None:
         )
     needs_model = job.strategy != "random" or fmt is not None
     predictor = (
-        Predictor.from_export(
-            model_path(job.model), device=job.device, batch_size=job.batch_size, max_tokens=job.max_tokens
-        )
+        load_predictor(model_path(job.model), job.device, job.batch_size, job.max_tokens, job.threads)
         if needs_model
         else None
     )

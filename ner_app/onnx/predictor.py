@@ -95,6 +95,8 @@ class OnnxPredictor:
             raise OnnxModelError(f"{path}: spec.vocab.tags has specials; export the model again")
         # the calibration's temperature (1.0 for an export without one): probabilities only, not the path
         self.calibrated = spec.calibration is not None
+        self.document_context = False  # the export refuses a biLM that reads whole documents
+        self.device = "cpu"  # onnxruntime's CPU provider
         self.temperature = 1.0 if spec.calibration is None else spec.calibration.temperature
         check_temperature(self.temperature, str(path))
         self.batch_size, self.max_tokens = batch_size, max_tokens
@@ -203,9 +205,12 @@ class OnnxPredictor:
             feeds["layers"] = self.bilm_graph.run(None, {"char_ids": self.elmo_char_ids(sentences)})[0]
         return self.tagger_graph.run(None, feeds)[0]
 
-    def tag(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[float]]]:
+    def tag(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> list[tuple[list[str], list[float]]]:
         """(tags in the training scheme, probability of each predicted tag) for every sentence, in input order;
-        empty sentences get empty lists."""
+        empty sentences get empty lists. ``documents`` is ``Predictor.tag``'s, unused: each sentence is read
+        alone (the export refuses a biLM that reads whole documents)."""
         pieces = split_pieces(sentences)
         results: dict[int, tuple[list[str], list[float]]] = {}
         for batch in budget_batches([len(t) for _, t in pieces], self.batch_size, self.max_tokens):
@@ -221,11 +226,24 @@ class OnnxPredictor:
                 results[p] = (self.tags.decode(paths[row, :n].tolist()), chosen[row, :n].tolist())
         return join_pieces(pieces, results, len(sentences))
 
+    def emission_batches(
+        self, pieces: Sequence[Sequence[str]], documents: Sequence[int] | None = None
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """(piece indices, emissions (B, T, K) float32, lengths (B,)) of every batch of ``pieces`` (non-empty
+        sentences of at most ``MAX_TOKENS``), batched as ``tag`` batches them: what calibration and selection
+        read (``documents`` unused, as ``tag``'s)."""
+        for batch in budget_batches([len(t) for t in pieces], self.batch_size, self.max_tokens):
+            tokens = [pieces[p] for p in batch]
+            yield batch, self.emissions(tokens), np.array([len(t) for t in tokens])
+
     def read(
-        self, sentences: Sequence[Sequence[str]], options: ReadingOptions | None = None
+        self,
+        sentences: Sequence[Sequence[str]],
+        documents: Sequence[int] | None = None,
+        options: ReadingOptions | None = None,
     ) -> list[SentenceReading]:
         """Each sentence's tags, entities with their reading probabilities and what ``options`` asks for, as
-        ``Predictor.read`` gives them."""
+        ``Predictor.read`` gives them (``documents`` unused, as ``tag``'s)."""
         options = options or ReadingOptions()
         pieces = split_pieces(sentences)
         results: dict[int, SentenceReading] = {}
@@ -238,7 +256,8 @@ class OnnxPredictor:
             paths = viterbi(scores, lengths, *self.crf)
             tags = [self.tags.decode(paths[row, :n].tolist()) for row, n in enumerate(lengths)]
             t = self.temperature
-            sweep = Sweep.of(scores / t, lengths, *(x / t for x in self.crf))
+            # as the CRF tempers them: emissions divided in float64, its float32 scores in float32
+            sweep = Sweep.of(scores.astype(np.float64) / t, lengths, *(x / np.float32(t) for x in self.crf))
             outside = None
             if options.flag_missed is not None and "O" in tag_ids:
                 outside = sweep.outside(tag_ids["O"]).tolist()
@@ -251,23 +270,18 @@ class OnnxPredictor:
         """Tags of the training scheme in the scheme of the training files (IOB1 for CoNLL-2003)."""
         return convert(tags, self.scheme, self.source_scheme)
 
-    def _read(
-        self, sentences: list[list[str]], _documents: list[int], options: ReadingOptions
-    ) -> list[SentenceReading]:
-        return self.read(sentences, options)  # one sentence is read alone: no document context here
-
     def tag_lines(
         self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
     ) -> Iterator[TaggedLine]:
         """One ``TaggedLine`` per line, as ``Predictor.tag_lines``; lines are tagged ``chunk`` at a time."""
-        return tag_lines(lines, self._read, options, chunk)
+        return tag_lines(lines, self.read, options, chunk)
 
     def predict_texts(
         self, lines: Iterable[str], chunk: int = 512, options: ReadingOptions | None = None
     ) -> Iterator[dict[str, Any]]:
         """One ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` per line, as predict
         prints; lines are tagged ``chunk`` at a time."""
-        return predict_lines(lines, self._read, options, chunk)
+        return predict_lines(lines, self.read, options, chunk)
 
 
 def _window_probabilities(sweep: Sweep, table: Lattices) -> list[float]:

@@ -12,23 +12,23 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from ner_app.bilm.bilm import BidirectionalLM
-from ner_app.bilm.embed import EMBED_BATCH_SIZE, Precision, embed_sentences, inference_autocast
-from ner_app.bilm.weights import load_bilm as load_bilm_files
 from ner_app.errors import MissingFileError
-from ner_app.predict.predictor import Predictor
+from ner_app.predict.loading import AnyPredictor, load_predictor, model_kind
 from ner_app.predict.shipped import SHIPPED_BILM, SHIPPED_MODEL, shipped
-from ner_app.text.batching import PREDICT_BATCH_SIZE
+from ner_app.text.batching import EMBED_BATCH_SIZE, PREDICT_BATCH_SIZE
 from ner_app.text.predictions import Entity, Flagged, TaggedLine
 from ner_app.text.readings import ReadingOptions
 from ner_app.text.reliability import note_uncalibrated
 from ner_app.text.tags import entity_types
 from ner_app.text.tokenizer import tokenize
+
+if TYPE_CHECKING:  # torch is imported on first use: an ONNX folder's tagger runs without it
+    from ner_app.bilm.bilm import BidirectionalLM
+    from ner_app.bilm.embed import Precision
 
 __all__ = ["Embedder", "Embedding", "Entity", "Flagged", "TaggedLine", "Tagger", "load_bilm", "load_tagger"]
 
@@ -55,12 +55,21 @@ def _folder(path: Any, name: str = "path") -> Path | None:
     return None if path is None else Path(path)
 
 
-def _device(device: Any) -> str:
+def _device(device: Any, onnx: Path | None = None) -> str:
+    """A device name torch sees here; ``onnx``: the ONNX folder being loaded, whose device is the CPU."""
     if not isinstance(device, str):
         raise TypeError(f"device: expected 'cpu' or 'cuda' (a string), found {_kind(device)}")
     if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
         raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', found {device!r:.40}")
-    if device != "cpu" and not torch.cuda.is_available():
+    if device == "cpu":
+        return device
+    if onnx is not None:
+        raise ValueError(
+            f"device={device!r}: {onnx} is an ONNX folder, which runs on the CPU (onnxruntime); use 'cpu'"
+        )
+    import torch
+
+    if not torch.cuda.is_available():
         raise ValueError(f"device={device!r}: torch {torch.__version__} sees no CUDA device here; use 'cpu'")
     return device
 
@@ -105,7 +114,7 @@ def _options(min_score: Any, alternatives: Any, flag_missed: Any) -> ReadingOpti
 class Tagger:
     """A trained tagger ready to tag raw text or tokenised sentences (``load_tagger`` makes one)."""
 
-    def __init__(self, predictor: Predictor, path: Path) -> None:
+    def __init__(self, predictor: AnyPredictor, path: Path) -> None:
         self.predictor, self.path = predictor, path
 
     @property
@@ -162,12 +171,14 @@ class Tagger:
 def load_tagger(
     path: str | Path | None = None, device: str = "cpu", batch_size: int = PREDICT_BATCH_SIZE
 ) -> Tagger:
-    """Load an export (``export`` command, or ``RUN/export`` of a training run); ``None``: the shipped
-    CoNLL-2003 tagger. Nothing is unpickled; checksums, shapes and the biLM's fingerprint are verified."""
-    given, device, batch_size = _folder(path), _device(device), _positive_int(batch_size, "batch_size")
+    """Load an export (``export`` command, or ``RUN/export`` of a training run) or an ONNX folder (``export
+    --onnx``: tagged with onnxruntime, without torch); ``None``: the shipped CoNLL-2003 tagger. Nothing is
+    unpickled; checksums, shapes and the biLM's fingerprint are verified."""
+    given, batch_size = _folder(path), _positive_int(batch_size, "batch_size")
     folder = shipped(SHIPPED_MODEL, "CoNLL-2003 tagger") if given is None else given
-    predictor = Predictor.from_export(folder, device=device, batch_size=batch_size)
-    note_uncalibrated(predictor.spec.calibration is not None, str(folder))
+    device = _device(device, folder if model_kind(folder) == "onnx" else None)
+    predictor = load_predictor(folder, device, batch_size)
+    note_uncalibrated(predictor.calibrated, str(folder))
     return Tagger(predictor, folder)
 
 
@@ -193,6 +204,8 @@ class Embedder:
         batch_size: int = EMBED_BATCH_SIZE,
         precision: Precision = "fp32",
     ) -> list[Embedding]:
+        from ner_app.bilm.embed import embed_sentences, inference_autocast
+
         """One ``Embedding`` per sentence: a string is tokenised like ``predict`` (``embed --tokenize``), a
         list of strings is taken as its tokens. The arrays equal those ``embed`` writes."""
         given = _items(sentences, "sentences", "sentences (strings or lists of token strings)")
@@ -219,6 +232,8 @@ class Embedder:
 def load_bilm(path: str | Path | None = None, device: str = "cpu") -> Embedder:
     """Load a biLM folder (``options.json`` + ``weights.hdf5``: one written by ``pretrain-bilm`` or
     ``download-elmo``); ``None``: the shipped biLM in ``data/bilm``."""
+    from ner_app.bilm.weights import load_bilm as load_bilm_files
+
     given, device = _folder(path), _device(device)
     folder = shipped(SHIPPED_BILM, "biLM") if given is None else given
     return Embedder(load_bilm_files(*bilm_files(folder), random_fills=False), device)

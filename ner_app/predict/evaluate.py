@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ner_app.errors import NerAppError
-from ner_app.predict.predictor import Predictor
 from ner_app.text.annotations.splits import read_split
 from ner_app.text.case import CaseView, case_view
 from ner_app.text.conll import Sentence, require_annotated
 from ner_app.text.predictions import ConllItem, TaggedSentence
 from ner_app.text.scores import entity_scores
 from ner_app.text.tags import SCHEMES, convert, detect_scheme, scheme_of
+
+if TYPE_CHECKING:
+    from ner_app.predict.loading import AnyPredictor
 
 CONLLEVAL_PREFIXES = "BI"  # the tag prefixes conlleval's chunking (seqeval's default mode) knows
 
@@ -43,7 +45,7 @@ def read_gold(gold_path: str | Path, fmt: str | None = None) -> tuple[list[Sente
 
 
 def evaluate_file(
-    predictor: Predictor,
+    predictor: AnyPredictor,
     gold_path: str | Path,
     views: Sequence[CaseView] = ("cased",),
     fmt: str | None = None,

@@ -23,13 +23,19 @@ def model_request(model: str, device: str, batch_size: int | None, max_tokens: i
     return json.dumps([str(Path(model).resolve()), device, batch_size, max_tokens])
 
 
-def load_predictor(request: str) -> Any:
-    """The ``Predictor`` of a ``model_request`` (torch is imported here, in the fork server or a worker)."""
-    from ner_app.predict.predictor import Predictor
+def request_model(request: str) -> str:
+    """The model folder of a ``model_request``."""
+    return str(json.loads(request)[0])
+
+
+def load_predictor(request: str, threads: int | None = None) -> Any:
+    """The predictor of a ``model_request`` (``predict/loading.py``: torch is imported here, in the fork server
+    or a worker, and only for a torch export; ``threads``: an ONNX folder's onnxruntime threads)."""
+    from ner_app.predict.loading import load_predictor as load
+    from ner_app.text.batching import PREDICT_BATCH_SIZE
 
     model, device, batch_size, max_tokens = json.loads(request)
-    sized = {} if batch_size is None else {"batch_size": batch_size}
-    return Predictor.from_export(model, device=device, max_tokens=max_tokens, **sized)
+    return load(model, device, PREDICT_BATCH_SIZE if batch_size is None else batch_size, max_tokens, threads)
 
 
 def start_fork_server(request: str) -> None:

@@ -1,5 +1,6 @@
 """Imported by ``predict --workers``'s fork server before it forks any worker (``predict/fork_server.py``): torch,
-the predictor, and the export that ``MODEL_ENV`` names, loaded once with one torch thread.
+the predictor, and the export that ``MODEL_ENV`` names, loaded once with one torch thread. For an ONNX folder
+only the ONNX predictor is imported (no torch): each worker opens its own onnxruntime sessions.
 
 Every worker is a fork of that server, so it starts with the model already loaded and shares its weights
 with the others, copy-on-write (inference never writes them), instead of loading the export itself. Nothing
@@ -20,13 +21,23 @@ from typing import Any
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from ner_app.predict.fork_server import MODEL_ENV, load_predictor  # noqa: E402 (after SIGINT is ignored)
+from ner_app.predict.fork_server import (  # noqa: E402 (after SIGINT is ignored)
+    MODEL_ENV,
+    load_predictor,
+    request_model,
+)
+from ner_app.predict.loading import model_kind  # noqa: E402
 
 # (the request it was loaded for, the predictor): a worker uses it only when its own request is the same
 loaded: tuple[str, Any] | None = None
 
 
 def _load(request: str) -> tuple[str, Any] | None:
+    if model_kind(request_model(request)) == "onnx":
+        # each worker opens its own onnxruntime sessions with its threads: no session's threads are forked
+        import ner_app.onnx.predictor  # noqa: F401
+
+        return None
     import torch
 
     try:

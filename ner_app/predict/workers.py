@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ner_app.errors import NerAppError, raise_if_stopped
-from ner_app.predict.fork_server import load_predictor, model_request, start_fork_server, stop_fork_server
+from ner_app.predict.fork_server import (
+    load_predictor,
+    model_request,
+    request_model,
+    start_fork_server,
+    stop_fork_server,
+)
+from ner_app.predict.loading import model_kind
 from ner_app.text.batching import budget_batches
 from ner_app.text.pieces import Tagged, join_pieces, split_pieces
 from ner_app.text.predictions import TaggedLine
@@ -74,16 +81,17 @@ def _load(request: str, threads: int) -> None:
     export) is kept and raised by the first task, so that the main process reports it in one line."""
     global _predictor, _load_error, _shared
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to report (worker_preload.py)
-    import torch
+    if model_kind(request_model(request)) == "torch":  # an ONNX folder's threads are its sessions'
+        import torch
 
-    torch.set_num_threads(threads)
+        torch.set_num_threads(threads)
     from ner_app.predict import worker_preload
 
     if worker_preload.loaded is not None and worker_preload.loaded[0] == request:
         _predictor, _shared = worker_preload.loaded[1], True
         return
     try:
-        _predictor = load_predictor(request)
+        _predictor = load_predictor(request, threads)
     except NerAppError as err:
         _load_error = NerAppError(str(err))  # the base class: any subclass's message, and it always pickles
 
@@ -102,7 +110,7 @@ def _describe(_: None) -> WorkerModel:
         p.source_scheme,
         p.batch_size,
         p.max_tokens,
-        any(f.document_positions is not None for f in p.spec.features),
+        p.document_context,
         _shared,
     )
 

@@ -84,21 +84,18 @@ class TaggerAPI(ls.LitAPI):
         self.predictor: Any = None  # a Predictor once setup ran
 
     def setup(self, device: str) -> None:
-        import torch
-
-        from ner_app.predict.api import SHIPPED_MODEL, shipped  # torch and Lightning only in the worker
-        from ner_app.predict.predictor import Predictor
+        from ner_app.predict.loading import load_predictor  # the model's code only in the worker
+        from ner_app.predict.shipped import SHIPPED_MODEL, shipped
         from ner_app.text.reliability import note_uncalibrated
 
         ls.configure_logging(self.serve_spec.log_level, stream=sys.stderr)
-        if self.serve_spec.threads:
-            torch.set_num_threads(self.serve_spec.threads)
         try:
             model = self.serve_spec.model or shipped(SHIPPED_MODEL, "CoNLL-2003 tagger (--model)")
-            self.predictor = Predictor.from_export(
-                model, device=device, batch_size=self.serve_spec.batch_size
+            # an ONNX folder runs on the CPU with no torch; LitServe names the worker's device "cpu" then too
+            self.predictor = load_predictor(
+                model, device, self.serve_spec.batch_size, threads=self.serve_spec.threads
             )
-            note_uncalibrated(self.predictor.spec.calibration is not None, str(model))
+            note_uncalibrated(self.predictor.calibrated, str(model))
         except NerAppError as err:
             self.errors.put(str(err))  # the supervisor prints it as the one error line
             logging.getLogger("litserve.loops.loops").disabled = True  # and no traceback besides

@@ -21,6 +21,7 @@ TAIL_BYTES = 1024  # the integrity record with its three sha256 is under 300 byt
 MAX_SPEC_BYTES = (
     1 << 29
 )  # tagger.json read whole (vocabularies of up to MAX_VOCAB entries), as export reads it
+_MANIFEST_SUM = re.compile(r'"manifest_sha256"\s*:\s*"([0-9a-f]{64})"\s*\}\s*$')
 _RECORD = re.compile(r'"integrity"\s*:\s*(\{[^{}]*\})\s*\}\s*$')
 
 
@@ -45,9 +46,25 @@ def model_name(export: Path) -> str:
     return folder.parent.name if folder.name == "export" and folder.parent.name else folder.name
 
 
+def recorded_manifest_sha256(manifest_path: Path) -> str | None:
+    """The ``manifest_sha256`` an ONNX folder's ``onnx.json`` ends with (the exporter writes it last; it
+    covers every graph's sha256); None when it is not there."""
+    with open(manifest_path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - TAIL_BYTES))
+        tail = f.read().decode("utf-8", errors="replace")
+    found = _MANIFEST_SUM.search(tail)
+    return found.group(1) if found else None
+
+
 def model_version(export: Path, name: str | None = None) -> str:
     """``NAME-HASH``: ``name`` (default ``model_name``) and the first ``SHORT`` hex digits of the export's
-    weights' sha256; the name alone when no digest is recorded."""
+    weights' sha256 (an ONNX folder's: its manifest's, which holds its graphs'); the name alone when no digest
+    is recorded."""
     name = model_name(export) if name is None else name
-    digest = recorded_weights_sha256(export.resolve() / "tagger.json")
+    folder = export.resolve()
+    if not (folder / "tagger.json").is_file() and (folder / "onnx.json").is_file():
+        digest = recorded_manifest_sha256(folder / "onnx.json")
+    else:
+        digest = recorded_weights_sha256(folder / "tagger.json")
     return f"{name}-{digest[:SHORT]}" if digest else name

@@ -175,6 +175,21 @@ TESTED: dict[str, str] = {
     "ner-app serve --port 8000": "tests/serve/test_server.py::test_answers_are_what_predict_prints",
     'curl -s 127.0.0.1:8000/predict -d \'{"texts": ["Angela Merkel met Emmanuel Macron in Berlin.", '
     '"Acme Corp hired Bob Jones."]}\'': "tests/serve/test_server.py::test_the_documented_curl_commands",
+    "python -m ner_app predict --model runs/tiny/onnx --input news.txt > entities.jsonl": (
+        "tests/serve/test_onnx_everywhere.py::test_predict_writes_the_exports_bytes"
+    ),
+    "python -m ner_app evaluate --model runs/tiny/onnx --gold tests/data/tiny_conll/test.txt": (
+        "tests/serve/test_onnx_everywhere.py::test_evaluate_reports_are_the_exports"
+    ),
+    "python -m ner_app serve --model runs/tiny/onnx --port 8000": (
+        "tests/serve/test_onnx_everywhere.py::test_predict_evaluate_and_serve_run_where_torch_cannot_be_imported"
+    ),
+    "python -m ner_app calibrate --model runs/tiny/onnx --gold valid.txt --output runs/tiny/onnx_calibrated": (
+        "tests/serve/test_onnx_everywhere.py::test_calibrating_an_onnx_folder_writes_a_calibrated_onnx_folder"
+    ),
+    "python -m ner_app evaluate --model runs/tiny/onnx_int8 --gold tests/data/tiny_conll/test.txt": (
+        "tests/serve/test_onnx_everywhere.py::test_evaluate_reports_on_an_int8_folder"
+    ),
     "python -m ner_app export --onnx --model runs/tiny/export --output runs/tiny/onnx": (
         "tests/serve/test_onnx.py::test_export_again_replaces_its_own_folder_only"
     ),

@@ -25,6 +25,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.fixture(scope="session")
+def onnx_folder(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run's export as an fp32 ONNX folder (``export --onnx``), made once; tests that damage it copy it."""
+    from ner_app.onnx.export import export_onnx_from
+
+    return export_onnx_from(trained / "export", tmp_path_factory.mktemp("hostile_onnx") / "onnx")
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 256 KiB filesystem (tmpfs), where the machine lets this process mount one; skipped otherwise."""

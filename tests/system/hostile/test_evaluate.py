@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -261,3 +262,48 @@ def test_predictions_never_replace_a_file_evaluate_did_not_write(
     assert out.read_text() == "-DOCSTART- O\n\nAlice B-PER B-PER\n"
     assert main([*command, "--predictions", str(out), "--overwrite"]) == 0
     assert main([*command, "--predictions", str(out)]) == 0  # its own earlier output
+
+
+def _broken_onnx(onnx_folder: Path, tmp_path: Path, damage: str) -> tuple[Path, str]:
+    """A copy of the ONNX folder damaged as ``damage`` says, and the one error line evaluate gives for it."""
+    folder = tmp_path / "onnx"
+    shutil.copytree(onnx_folder, folder)
+    manifest = folder / "onnx.json"
+    if damage == "missing-graph":
+        (folder / "tagger.onnx").unlink()
+        return folder, f"error: {folder / 'tagger.onnx'}: missing or changed after export (sha256 differs)"
+    if damage == "changed-manifest":  # an edited tag list: the manifest's own checksum no longer holds
+        manifest.write_text(
+            manifest.read_text(encoding="utf-8").replace('"B-PER"', '"B-PERSON"'), encoding="utf-8"
+        )
+        return folder, (
+            f"error: {manifest}: changed after export (manifest_sha256 differs: its tags, sizes or char layout "
+            "were edited); export the model again"
+        )
+    manifest.unlink()
+    return folder, (
+        f"error: {folder}: an ONNX folder without onnx.json (it holds .onnx graphs); export it again with "
+        "ner-app export --onnx"
+    )
+
+
+@pytest.mark.parametrize("damage", ["missing-graph", "changed-manifest", "missing-manifest"])
+def test_evaluate_a_broken_onnx_folder_is_one_line(onnx_folder, tmp_path, capsys, damage) -> None:
+    folder, expected = _broken_onnx(onnx_folder, tmp_path, damage)
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(folder),
+                *["--gold", str(TINY / "test.txt")],
+                "--predictions",
+                str(out),
+            ]
+        )
+        == 2
+    )
+    captured = capsys.readouterr()
+    assert captured.err.strip() == expected and captured.out == ""
+    assert not out.exists()

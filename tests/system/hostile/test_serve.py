@@ -63,7 +63,7 @@ def test_host_other_machines_reach_is_refused_without_allow_remote(tmp_path, cap
 
 def test_model_that_is_a_file_is_one_line(capsys):
     assert main(["serve", "--model", str(TINY / "train.txt")]) == 2
-    one_error_line(capsys, "train.txt: not a folder (expected an export directory)")
+    one_error_line(capsys, "train.txt: not a folder (expected an export directory or an ONNX folder)")
 
 
 @pytest.mark.system
