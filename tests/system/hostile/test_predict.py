@@ -4,6 +4,7 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -43,11 +44,135 @@ def test_predict_bad_numbers_name_the_option(trained, capsys, argument):
     assert f"argument {argument}: expected an integer >= 1" in capsys.readouterr().err
 
 
-def test_predict_folder_as_input_is_one_line(trained, tmp_path, capsys):
+def test_predict_a_folder_with_nothing_to_tag_is_one_line(trained, tmp_path, capsys):
+    (tmp_path / ".hidden").write_text("Alice\n")
     assert main(["predict", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, "is a folder")
+    assert (
+        one_error_line(capsys)
+        == f"error: --input {tmp_path}: holds no files to tag (hidden ones are skipped)"
+    )
+    (tmp_path / "a.txt").write_text("Alice\n")
     assert main(["predict", "--model", str(TINY / "train.txt"), "--input", str(tmp_path)]) == 2
     one_error_line(capsys, "not a folder")
+
+
+@pytest.mark.parametrize("value", ["0/2", "3/2", "a/b", "2"])
+def test_predict_bad_shard_is_one_line(trained, tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--model", str(trained / "export"), "--input", str(tmp_path), "--shard", value])
+    assert exit_.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert errors == [
+        "ner-app predict: error: argument --shard: expected I/N with 1 <= I <= N (the I-th of N shares of the "
+        f"files), found {value!r}"
+    ]
+
+
+def folder_input(tmp_path):  # noqa: ANN001, ANN201
+    source = tmp_path / "in"
+    (source / "a").mkdir(parents=True)
+    (source / "a" / "one.txt").write_text("Alice flew to Paris\n")
+    (source / "two.txt").write_text("Bob met Carol\n")
+    return source
+
+
+def test_predict_folder_misuses_are_one_line_and_write_nothing(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    command = ["predict", "--model", str(trained / "export")]
+    single, taken = source / "two.txt", tmp_path / "taken"
+    taken.write_text("a file\n")
+    cases = [
+        (
+            ["--input", str(single), "--shard", "1/2"],
+            f"error: --shard splits the files of a folder or a glob pattern; --input {single} is one file: tag it "
+            "whole, or split it into files first",
+        ),
+        (
+            ["--input", str(source), "--format", "conll"],
+            f"error: --input {source}: a folder input gives one --format conll output per file; name a folder for "
+            "them with --output DIR (--format jsonl alone can write them all as one JSONL)",
+        ),
+        (
+            ["--input", str(source), "--output", str(source / "out")],
+            f"error: --output {source / 'out'}: is the input folder, inside it or holds it (a second run would tag "
+            "the outputs); name a path outside it",
+        ),
+        (
+            ["--input", str(source / "a"), "--output", str(source)],
+            f"error: --output {source}: is the input folder, inside it or holds it (a second run would tag the "
+            "outputs); name a path outside it",
+        ),
+        (
+            ["--input", str(source / "*.md"), "--output", str(tmp_path / "out")],
+            f"error: --input {source / '*.md'}: no file matches this pattern (hidden files are skipped)",
+        ),
+        (
+            ["--input", str(source), "--format", "conll", "--output", str(taken)],
+            f"error: --output {taken}: exists and is not a folder; a folder input writes a folder of outputs (or, "
+            "with --format jsonl, one file named *.jsonl)",
+        ),
+    ]
+    for args, line in cases:
+        assert main([*command, *args]) == 2
+        assert one_error_line(capsys) == line
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "in", "in/a", "in/a/one.txt", "in/two.txt", "taken"
+    ]  # fmt: skip
+
+
+def test_predict_folder_with_a_file_that_is_not_utf8_names_it_and_writes_nothing(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    (source / "b.txt").write_bytes(b"fine\nBer\xfflin\n")
+    out = tmp_path / "out"
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source)]
+    assert main([*command, "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {source / 'b.txt'}:2: byte 4 (0xff) is not UTF-8; convert the input to UTF-8 (e.g. iconv -f "
+        "latin1 -t utf-8)"
+    )
+    assert not out.exists()  # a/one.txt comes first, and was not tagged either
+
+
+def test_predict_folder_never_writes_into_a_folder_it_did_not_write(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("mine\n")
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source), "--output", str(out)]
+    assert main(command) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an output folder of predict (it holds notes.md); nothing was "
+        "changed: choose another output folder, or add --overwrite to write into it"
+    )
+    assert [p.name for p in out.iterdir()] == ["notes.md"]
+    assert main([*command, "--overwrite"]) == 0  # the user said so: its files written, the others kept
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        ".ner-app-predict.json", "a/one.txt.jsonl", "notes.md", "two.txt.jsonl"
+    ]  # fmt: skip
+
+
+def test_predict_folder_of_another_model_is_one_line(trained, tmp_path, capsys):
+    """Outputs of another export (or options) are never taken as done: one line naming what differs."""
+    source = folder_input(tmp_path)
+    out = tmp_path / "out"
+    assert (
+        main(["predict", "--model", str(trained / "export"), "--input", str(source), "--output", str(out)])
+        == 0
+    )
+    other = tmp_path / "other"
+    shutil.copytree(trained / "export", other)
+    spec = json.loads((other / "tagger.json").read_text())
+    there = spec["integrity"]["weights_sha256"]
+    spec["integrity"]["weights_sha256"] = "f" * 64  # another model's weights, as the export records them
+    (other / "tagger.json").write_text(json.dumps(spec))
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    assert main(["predict", "--model", str(other), "--input", str(source), "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: holds outputs of another model or other options (model weights {there[:12]} "
+        "there, ffffffffffff now); nothing was changed: choose another output folder, or add --overwrite to tag "
+        "every file again"
+    )
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
 
 @pytest.mark.parametrize(
