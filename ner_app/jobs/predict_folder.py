@@ -18,8 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ner_app.errors import NerAppError, raise_if_stopped
-from ner_app.files import atomic_folder, atomic_path, claim_file, write_text
-from ner_app.jobs.folder_outputs import Identity, claim_outputs, done, output_name, write_manifest
+from ner_app.files import atomic_path, claim_file
+from ner_app.jobs.folder_outputs import (
+    Identity,
+    Writer,
+    claim_outputs,
+    done,
+    output_name,
+    write_manifest,
+    write_one,
+)
 from ner_app.jobs.input_files import InputFile, list_inputs
 from ner_app.jobs.predict_job import PredictJob
 from ner_app.limits import MAX_PREDICT_FILE_BYTES
@@ -156,21 +164,13 @@ def run_predict_folder(args: PredictJob, fmt: OutputFormat, options: ReadingOpti
     if not todo:
         write_manifest(folder, identity)
     else:
-        for item, rendered in _tagged(
-            args, fmt, options, todo, tally, False, lambda: write_manifest(folder, identity)
-        ):
-            _write_one(folder, output_name(item.relative, fmt.name), rendered)
+        with Writer() as writer:
+            for item, rendered in _tagged(
+                args, fmt, options, todo, tally, False, lambda: write_manifest(folder, identity)
+            ):
+                writer.submit(write_one, folder, output_name(item.relative, fmt.name), rendered)
     _summary(tally, time.perf_counter() - start, f"{skipped} already done{share}; outputs in {folder}")
     return 0
-
-
-def _write_one(folder: Path, name: str, rendered: Rendered) -> None:
-    if isinstance(rendered, str):
-        write_text(folder / name, rendered)
-        return
-    with atomic_folder(folder / name) as tmp:
-        for file, text in rendered:
-            (tmp / file).write_text(text, encoding="utf-8")
 
 
 def _write_combined(

@@ -4,7 +4,9 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -334,3 +336,33 @@ def test_predict_brat_into_a_folder_keeps_corrected_and_other_files(trained, tmp
     ann[1].write_text(corrected)
     assert main([*command, "--output", str(folder), "--overwrite"]) == 0  # the user said so
     assert ann[1].read_text() != corrected and (folder / "notes.txt").is_file()
+
+
+FOLDER_COMMANDS = [  # as docs/serving.md and docs/deploying.md show them
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged",
+    "python -m ner_app predict --model runs/tiny/export --input 'texts/**/*.txt' --output tagged.jsonl",
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 1/2",
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 2/2",
+]
+
+
+def test_documented_folder_commands(trained, tmp_path, monkeypatch, capsys):
+    """The documented commands, run as written in a folder holding ``runs/tiny/export`` and ``texts/``."""
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "tiny" / "export").symlink_to(trained / "export")
+    for i in range(6):
+        (tmp_path / "texts" / f"d{i % 2}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "texts" / f"d{i % 2}" / f"f{i}.txt").write_text(f"Alice {i} flew to Paris\n")
+    monkeypatch.chdir(tmp_path)
+    written = []
+    for command in FOLDER_COMMANDS:
+        argv = shlex.split(command)
+        assert argv[:3] == ["python", "-m", "ner_app"]
+        if argv[-1] == "1/2":  # the shards start from an empty folder
+            shutil.rmtree("tagged")
+        assert main(argv[3:]) == 0
+        written.append(sorted(p.as_posix() for p in Path("tagged").rglob("*.jsonl")))
+    assert written[0] == [f"tagged/d{i % 2}/f{i}.txt.jsonl" for i in (0, 2, 4, 1, 3, 5)]
+    assert written[3] == written[0] != written[2]  # two shards: the whole, the first alone a part
+    lines = Path("tagged.jsonl").read_text().splitlines()
+    assert [json.loads(line)["file"] for line in lines] == [f"d{i % 2}/f{i}.txt" for i in (0, 2, 4, 1, 3, 5)]
