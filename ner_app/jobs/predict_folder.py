@@ -114,6 +114,13 @@ def _check_paths(source: str, output: str | None) -> Path | None:
     return out
 
 
+def _check_inputs(files: list[InputFile]) -> None:
+    """A file that is not UTF-8 or too large is one line before anything is written (reading is fast next to
+    tagging)."""
+    for item in files:
+        read_input(item)
+
+
 def _combined(fmt: OutputFormat, output: str | None) -> bool:
     """Whether the files go into one JSONL (each object naming its file) rather than a folder of outputs."""
     if fmt.name != "jsonl" or (output is not None and Path(output).is_dir()):
@@ -137,10 +144,9 @@ def run_predict_folder(args: PredictJob, fmt: OutputFormat, options: ReadingOpti
     leave_out = _check_paths(args.input, args.output)
     files = list_inputs(args.input, leave_out)
     mine = [f for f in files if args.shard is None or args.shard.holds(f.relative)]
-    for item in mine:  # a file that is not UTF-8 or too large: one line before anything is written
-        read_input(item)
     share = f" (shard {args.shard}: {len(mine)} of {len(files)})" if args.shard else ""
     if combined:
+        _check_inputs(mine)
         return _write_combined(args, fmt, options, mine, share)
     from ner_app.jobs.setup import model_path
     from ner_app.tagger.version import model_version, recorded_weights_sha256
@@ -160,6 +166,7 @@ def run_predict_folder(args: PredictJob, fmt: OutputFormat, options: ReadingOpti
     resume = claim_outputs(folder, identity, args.overwrite, f"--output {args.output}")
     todo = [f for f in mine if not (resume and done(folder, output_name(f.relative, fmt.name)))]
     skipped = len(mine) - len(todo)
+    _check_inputs(todo)
     start, tally = time.perf_counter(), Tally()
     if not todo:
         write_manifest(folder, identity)
