@@ -14,10 +14,12 @@ from ner_app.jobs.folder_outputs import (
     EXTENSIONS,
     MANIFEST,
     Identity,
+    Writer,
     claim_outputs,
     done,
     output_name,
     write_manifest,
+    write_one,
 )
 from ner_app.jobs.input_files import Shard, is_many, list_inputs, parse_shard
 from ner_app.report.formats import FORMATS
@@ -167,3 +169,27 @@ def test_an_output_older_than_the_manifest_is_not_done(tmp_path: Path) -> None:
     mtime = (out / MANIFEST).stat().st_mtime_ns
     write_manifest(out, IDENTITY)  # the same manifest is not rewritten: what was done stays done
     assert (out / MANIFEST).stat().st_mtime_ns == mtime and done(out, "new.txt.jsonl")
+
+
+def test_the_writer_keeps_the_order_and_raises_a_failed_write(tmp_path: Path) -> None:
+    written: list[int] = []
+    with Writer() as writer:
+        for i in range(30):
+            writer.submit(written.append, i)
+    assert written == list(range(30))
+
+    def fail(i: int) -> None:
+        if i == 3:
+            raise OSError(28, "No space left on device", "out/x.jsonl")
+        written.append(i)
+
+    written.clear()
+    with pytest.raises(OSError, match="No space left"), Writer() as writer:
+        for i in range(5):
+            writer.submit(fail, i)
+    assert written[:3] == [0, 1, 2] and 3 not in written
+    write_one(tmp_path, "a/b.txt.brat", [("doc000001.txt", "x\n"), ("doc000001.ann", "")])
+    write_one(tmp_path, "a/b.txt.jsonl", "{}\n")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "a/b.txt.brat/doc000001.ann", "a/b.txt.brat/doc000001.txt", "a/b.txt.jsonl"
+    ]  # fmt: skip
