@@ -39,6 +39,10 @@ MAX_JSON_INT_DIGITS = 30
 # 1,000 x batches indices)
 MAX_BENCHMARK_BATCH_WORDS = 1 << 20
 MAX_BENCHMARK_BATCHES = 10_000
+# ``predict --input FOLDER`` or a glob: the files listed (their names are held in memory and sorted), and one file
+# of them, read whole (a larger one is tagged alone, --input FILE, which streams)
+MAX_PREDICT_FILES = 1_000_000
+MAX_PREDICT_FILE_BYTES = 1 << 30  # 1 GiB
 
 
 class LimitError(NerAppError):

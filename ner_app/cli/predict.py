@@ -13,6 +13,7 @@ from ner_app.cli.arguments import (
     positive_int,
     probability,
 )
+from ner_app.jobs.input_files import Shard, parse_shard
 from ner_app.report.formats import format_help, format_names
 
 
@@ -24,12 +25,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         '{"text", "entities": [{"start", "end", "type", "text", "score"}]} with line[start:end] == text. '
         "conll: one token per line (first column), blank line between sentences; the predicted tag is appended.",
     )
-    predict.add_argument("--input", required=True, help="a file, or - for standard input")
+    predict.add_argument(
+        "--input",
+        required=True,
+        help="a file, - for standard input, a folder (every file under it but hidden ones) or a quoted glob "
+        "pattern ('texts/**/*.txt'): one output per file into the folder --output names, or with --format jsonl "
+        "one JSONL naming each line's file",
+    )
     predict.add_argument("--format", default="jsonl", choices=format_names(), help=format_help())
     predict.add_argument(
         "--output",
         metavar="PATH",
-        help="write here instead of standard output, at once by an atomic rename (a folder for --format brat)",
+        help="write here instead of standard output, at once by an atomic rename (a folder for --format brat, "
+        "and for a folder input: a re-run skips the files already done)",
+    )
+    predict.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="of a folder or pattern input, tag only the I-th of N shares of the files (chosen by a hash of each "
+        "file's relative path: adding a file moves no other), so N machines can share the work",
     )
     predict.add_argument(
         "--min-score",
@@ -70,6 +85,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def _shard(text: str) -> Shard:
+    """argparse type of --shard."""
+    try:
+        return parse_shard(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from ner_app.jobs.predict import run_predict
     from ner_app.jobs.predict_job import PredictJob
@@ -89,5 +112,6 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             device=args.device,
             overwrite=args.overwrite,
+            shard=args.shard,
         )
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ner_app.errors import NerAppError
+from ner_app.jobs.input_files import is_many
 from ner_app.jobs.predict_job import PredictJob
 from ner_app.jobs.setup import model_path
 
@@ -53,10 +54,11 @@ def run_predict(args: PredictJob) -> int:
     from ner_app.text.lines import decoded_lines
 
     fmt = output_format(args.format)
+    many = args.shard is not None or is_many(args.input)  # a folder or a pattern: jobs/predict_folder.py
     if fmt.files is not None and args.output is None:
         raise NerAppError(f"--format {fmt.name} writes a folder of files: name it with --output DIR")
     claim = args.claim
-    if args.output is not None:
+    if args.output is not None and not many:
         _check_predict_output(args.output, args.input, fmt, claim)
     from ner_app.text.readings import ReadingOptions
 
@@ -67,6 +69,10 @@ def run_predict(args: PredictJob) -> int:
             f"html, not {args.format}"
         )
     refuse_unheld(fmt, {ALTERNATIVES: options.alternatives > 0, FLAGGED: options.flag_missed is not None})
+    if many:
+        from ner_app.jobs.predict_folder import run_predict_folder
+
+        return run_predict_folder(args, fmt, options)
     model = model_path(args.model)
     if args.workers is not None and args.workers > 1:  # N processes: jobs/predict_workers.py
         from ner_app.jobs.predict_workers import predict_in_workers

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ner_app.files import Claim
+from ner_app.jobs.input_files import Shard
 
 
 @dataclass(frozen=True)
 class PredictJob:
     """What ``predict`` was asked: the input, the format and where it goes, the readings and the export."""
 
-    input: str  # a file, or - for standard input
+    input: str  # a file, a folder, a glob pattern, or - for standard input
     format: str  # a name of report/formats.py FORMATS
     output: str | None  # None: standard output
     min_score: float
@@ -24,6 +25,7 @@ class PredictJob:
     threads: int | None
     device: str
     overwrite: bool = False  # --overwrite: replace an output predict did not write
+    shard: Shard | None = None  # --shard I/N: this share of a folder's files (jobs/input_files.py)
 
     @property
     def claim(self) -> Claim:

@@ -102,6 +102,11 @@ def _loaded() -> Any:
     return _predictor
 
 
+def worker_predictor() -> Any:
+    """Inside a worker: its loaded export, for tasks defined by a job (``jobs/predict_folder.py``)."""
+    return _loaded()
+
+
 def _describe(_: None) -> WorkerModel:
     p = _loaded()
     return WorkerModel(

@@ -88,6 +88,7 @@ SMOKE = {
         "--rounds 1",
         None,
     ),
+    "predict_folder": ("python -m benchmarks.predict_folder --files 20 --rounds 1", None),
     "pretrain_speed": (
         "python -m benchmarks.pretrain_speed --threads 1 --repeats 1 --warmup 0 --tokens 20000 --variants today "
         "--no-flops",
@@ -128,6 +129,15 @@ TESTED: dict[str, str] = {
     "python -m ner_app predict --model runs/tiny/export --input news.txt --workers 2 > entities.jsonl": (
         "tests/system/hostile/test_predict_workers.py::test_workers_write_what_one_process_writes"
     ),
+    **{
+        command: "tests/system/hostile/test_predict.py::test_documented_folder_commands"
+        for command in (
+            "python -m ner_app predict --model runs/tiny/export --input texts --output tagged",
+            "python -m ner_app predict --model runs/tiny/export --input 'texts/**/*.txt' --output tagged.jsonl",
+            "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 1/2",
+            "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 2/2",
+        )
+    },
     "python -m ner_app export --onnx --quantize int8 --model runs/tiny/export --output runs/tiny/onnx_int8": (
         "tests/serve/test_onnx_int8.py::test_int8_graphs_hold_integer_ops_and_the_manifest_says_so"
     ),
@@ -480,6 +490,7 @@ SLOW_SMOKE = {
     "pretrain_speed",
     "early_errors",
     "cache_speed",
+    "predict_folder",
 }
 
 

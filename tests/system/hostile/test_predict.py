@@ -4,6 +4,7 @@ line with exit code 2, or is refused, never run, allocated or misleading (docs/r
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -45,11 +46,135 @@ def test_predict_bad_numbers_name_the_option(trained, capsys, argument):
     assert f"argument {argument}: expected an integer >= 1" in capsys.readouterr().err
 
 
-def test_predict_folder_as_input_is_one_line(trained, tmp_path, capsys):
+def test_predict_a_folder_with_nothing_to_tag_is_one_line(trained, tmp_path, capsys):
+    (tmp_path / ".hidden").write_text("Alice\n")
     assert main(["predict", "--model", str(trained / "export"), "--input", str(tmp_path)]) == 2
-    one_error_line(capsys, "is a folder")
+    assert (
+        one_error_line(capsys)
+        == f"error: --input {tmp_path}: holds no files to tag (hidden ones are skipped)"
+    )
+    (tmp_path / "a.txt").write_text("Alice\n")
     assert main(["predict", "--model", str(TINY / "train.txt"), "--input", str(tmp_path)]) == 2
     one_error_line(capsys, "not a folder")
+
+
+@pytest.mark.parametrize("value", ["0/2", "3/2", "a/b", "2"])
+def test_predict_bad_shard_is_one_line(trained, tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--model", str(trained / "export"), "--input", str(tmp_path), "--shard", value])
+    assert exit_.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert errors == [
+        "ner-app predict: error: argument --shard: expected I/N with 1 <= I <= N (the I-th of N shares of the "
+        f"files), found {value!r}"
+    ]
+
+
+def folder_input(tmp_path):  # noqa: ANN001, ANN201
+    source = tmp_path / "in"
+    (source / "a").mkdir(parents=True)
+    (source / "a" / "one.txt").write_text("Alice flew to Paris\n")
+    (source / "two.txt").write_text("Bob met Carol\n")
+    return source
+
+
+def test_predict_folder_misuses_are_one_line_and_write_nothing(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    command = ["predict", "--model", str(trained / "export")]
+    single, taken = source / "two.txt", tmp_path / "taken"
+    taken.write_text("a file\n")
+    cases = [
+        (
+            ["--input", str(single), "--shard", "1/2"],
+            f"error: --shard splits the files of a folder or a glob pattern; --input {single} is one file: tag it "
+            "whole, or split it into files first",
+        ),
+        (
+            ["--input", str(source), "--format", "conll"],
+            f"error: --input {source}: a folder input gives one --format conll output per file; name a folder for "
+            "them with --output DIR (--format jsonl alone can write them all as one JSONL)",
+        ),
+        (
+            ["--input", str(source), "--output", str(source / "out")],
+            f"error: --output {source / 'out'}: is the input folder, inside it or holds it (a second run would tag "
+            "the outputs); name a path outside it",
+        ),
+        (
+            ["--input", str(source / "a"), "--output", str(source)],
+            f"error: --output {source}: is the input folder, inside it or holds it (a second run would tag the "
+            "outputs); name a path outside it",
+        ),
+        (
+            ["--input", str(source / "*.md"), "--output", str(tmp_path / "out")],
+            f"error: --input {source / '*.md'}: no file matches this pattern (hidden files are skipped)",
+        ),
+        (
+            ["--input", str(source), "--format", "conll", "--output", str(taken)],
+            f"error: --output {taken}: exists and is not a folder; a folder input writes a folder of outputs (or, "
+            "with --format jsonl, one file named *.jsonl)",
+        ),
+    ]
+    for args, line in cases:
+        assert main([*command, *args]) == 2
+        assert one_error_line(capsys) == line
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "in", "in/a", "in/a/one.txt", "in/two.txt", "taken"
+    ]  # fmt: skip
+
+
+def test_predict_folder_with_a_file_that_is_not_utf8_names_it_and_writes_nothing(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    (source / "b.txt").write_bytes(b"fine\nBer\xfflin\n")
+    out = tmp_path / "out"
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source)]
+    assert main([*command, "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: {source / 'b.txt'}:2: byte 4 (0xff) is not UTF-8; convert the input to UTF-8 (e.g. iconv -f "
+        "latin1 -t utf-8)"
+    )
+    assert not out.exists()  # a/one.txt comes first, and was not tagged either
+
+
+def test_predict_folder_never_writes_into_a_folder_it_did_not_write(trained, tmp_path, capsys):
+    source = folder_input(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("mine\n")
+    command = ["predict", "--model", str(trained / "export"), "--input", str(source), "--output", str(out)]
+    assert main(command) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: exists and is not an output folder of predict (it holds notes.md); nothing was "
+        "changed: choose another output folder, or add --overwrite to write into it"
+    )
+    assert [p.name for p in out.iterdir()] == ["notes.md"]
+    assert main([*command, "--overwrite"]) == 0  # the user said so: its files written, the others kept
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        ".ner-app-predict.json", "a/one.txt.jsonl", "notes.md", "two.txt.jsonl"
+    ]  # fmt: skip
+
+
+def test_predict_folder_of_another_model_is_one_line(trained, tmp_path, capsys):
+    """Outputs of another export (or options) are never taken as done: one line naming what differs."""
+    source = folder_input(tmp_path)
+    out = tmp_path / "out"
+    assert (
+        main(["predict", "--model", str(trained / "export"), "--input", str(source), "--output", str(out)])
+        == 0
+    )
+    other = tmp_path / "other"
+    shutil.copytree(trained / "export", other)
+    spec = json.loads((other / "tagger.json").read_text())
+    there = spec["integrity"]["weights_sha256"]
+    spec["integrity"]["weights_sha256"] = "f" * 64  # another model's weights, as the export records them
+    (other / "tagger.json").write_text(json.dumps(spec))
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    assert main(["predict", "--model", str(other), "--input", str(source), "--output", str(out)]) == 2
+    assert one_error_line(capsys) == (
+        f"error: --output {out}: holds outputs of another model or other options (model weights {there[:12]} "
+        "there, ffffffffffff now); nothing was changed: choose another output folder, or add --overwrite to tag "
+        "every file again"
+    )
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
 
 @pytest.mark.parametrize(
@@ -247,3 +372,33 @@ def test_predict_a_broken_onnx_folder_is_one_line(onnx_folder, tmp_path, capsys,
     captured = capsys.readouterr()
     assert captured.err.strip() == expected and captured.out == ""
     assert not out.exists()
+
+
+FOLDER_COMMANDS = [  # as docs/serving.md and docs/deploying.md show them
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged",
+    "python -m ner_app predict --model runs/tiny/export --input 'texts/**/*.txt' --output tagged.jsonl",
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 1/2",
+    "python -m ner_app predict --model runs/tiny/export --input texts --output tagged --shard 2/2",
+]
+
+
+def test_documented_folder_commands(trained, tmp_path, monkeypatch, capsys):
+    """The documented commands, run as written in a folder holding ``runs/tiny/export`` and ``texts/``."""
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "tiny" / "export").symlink_to(trained / "export")
+    for i in range(6):
+        (tmp_path / "texts" / f"d{i % 2}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "texts" / f"d{i % 2}" / f"f{i}.txt").write_text(f"Alice {i} flew to Paris\n")
+    monkeypatch.chdir(tmp_path)
+    written = []
+    for command in FOLDER_COMMANDS:
+        argv = shlex.split(command)
+        assert argv[:3] == ["python", "-m", "ner_app"]
+        if argv[-1] == "1/2":  # the shards start from an empty folder
+            shutil.rmtree("tagged")
+        assert main(argv[3:]) == 0
+        written.append(sorted(p.as_posix() for p in Path("tagged").rglob("*.jsonl")))
+    assert written[0] == [f"tagged/d{i % 2}/f{i}.txt.jsonl" for i in (0, 2, 4, 1, 3, 5)]
+    assert written[3] == written[0] != written[2]  # two shards: the whole, the first alone a part
+    lines = Path("tagged.jsonl").read_text().splitlines()
+    assert [json.loads(line)["file"] for line in lines] == [f"d{i % 2}/f{i}.txt" for i in (0, 2, 4, 1, 3, 5)]
