@@ -39,6 +39,8 @@ MAX_JSON_INT_DIGITS = 30
 # 1,000 x batches indices)
 MAX_BENCHMARK_BATCH_WORDS = 1 << 20
 MAX_BENCHMARK_BATCHES = 10_000
+# ``ner_app.onnx.ray_batch``: one input file, which one Ray task reads whole (many files spread the reading)
+MAX_RAY_FILE_BYTES = 1 << 30  # 1 GiB
 
 
 class LimitError(NerAppError):
