@@ -19,6 +19,7 @@ from ner_app.onnx.predictor import OnnxPredictor
 from ner_app.text.conll import read_conll
 from tests.helpers import one_error_line
 from tests.serve.test_onnx import TINY, trained  # noqa: F401  # the tiny tagger with ELMo and its ONNX export
+from tests.system.docs_parsing import documented
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = (
@@ -200,6 +201,7 @@ def test_a_folder_it_did_not_write_is_refused_before_ray_starts(
 @pytest.mark.slow
 @pytest.mark.system
 def test_the_documented_command(trained: Path, tmp_path: Path) -> None:  # noqa: F811
+    assert DOCUMENTED in {c.command for c in documented()}  # docs/deploying.md shows this very command
     pytest.importorskip("ray.data")
     news = tmp_path / "news.txt"
     news.write_text(
