@@ -1,6 +1,6 @@
 """Ray Data (``ner_app.onnx.ray_batch``, N actors) against ``predict --workers N``, side by side, on raw text.
 
-    nice python -m benchmarks.ray_predict [--actors 2] [--lines 0] [--rounds 1]
+    nice python -m benchmarks.ray_predict [--actors 2] [--lines 0] [--copies 1] [--rounds 1]
 
 The input is the CoNLL-2003 dev sentences detokenised into raw text lines (../shared; without it the tiny
 corpus's sentences paired into longer lines), cut to ``--lines`` (0: all). The shipped tagger
@@ -8,7 +8,8 @@ corpus's sentences paired into longer lines), cut to ``--lines`` (0: all). The s
 times: ``predict --workers N`` (the torch export, whole process, start-up included) and the Ray pipeline on a
 local Ray of N CPUs (read, tag with N actors, write JSON lines) for each ONNX export; each also on one line (its
 start-up: processes or actors starting and loading the model), so that the speed without start-up is the
-difference. Ray's own start-up (``ray.init`` of a local cluster) is timed apart, once. Prints the median wall
+difference. Ray's own start-up (``ray.init`` of a local cluster, then the session's first dataset, which starts
+Ray's worker processes) is timed apart, once. Prints the median wall
 seconds, lines/s with and without start-up, and how many lines' entities equal predict's (fp32: the same
 entities, scores within 2e-4; int8 is another model, rounded into agreement); also the load average at the
 start and the end: on a busy machine every run shares the cores.
@@ -45,7 +46,7 @@ def detokenised(tokens: list[str]) -> str:
     return re.sub(r"([(\[{$]) ", r"\1", text)
 
 
-def input_lines(limit: int) -> tuple[list[str], str]:
+def input_lines(limit: int, copies: int) -> tuple[list[str], str]:
     dev = SHARED / "data" / "conll2003" / "valid.txt"
     if dev.is_file():
         lines = [detokenised(s.tokens) for s in read_conll(dev) if s.tokens != ["-DOCSTART-"]]
@@ -56,7 +57,8 @@ def input_lines(limit: int) -> tuple[list[str], str]:
         ]
         lines = [f"{a} {b}" for a in tiny for b in tiny] * 20
         source = "tests/data/tiny_conll (pairs of sentences; ../shared has no CoNLL-2003)"
-    return (lines[:limit] if limit else lines), source
+    lines = lines * copies
+    return (lines[:limit] if limit else lines), (f"{source}, {copies} copies" if copies > 1 else source)
 
 
 def load() -> str:
@@ -106,11 +108,12 @@ def main() -> None:
         "--actors", type=int, default=2, help="Ray actors and predict --workers, and Ray's CPUs"
     )
     parser.add_argument("--lines", type=int, default=0, help="input lines (0: every dev sentence)")
+    parser.add_argument("--copies", type=int, default=1, help="the dev sentences repeated this many times")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     import ray
 
-    lines, source_name = input_lines(args.lines)
+    lines, source_name = input_lines(args.lines, args.copies)
     print(
         f"# Ray Data vs predict --workers: {len(lines):,} lines ({source_name}), {args.actors} actors/workers, "
         f"CPU {cpu_name()}, {os.cpu_count()} cores, ray {ray.__version__}"
@@ -133,6 +136,9 @@ def main() -> None:
                 _node_ip_address="127.0.0.1",
             )
         )
+        # the first dataset of a session also starts Ray's worker processes and its coordinating actors: Ray's
+        # start-up too, not the start-up of a pipeline run
+        first_dataset = timed(lambda: ray.data.range(4).map_batches(lambda b: b).materialize())
         runs: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
             f"predict --workers {args.actors} (torch)": lambda path: predict_workers(path, args.actors)
         }
@@ -180,7 +186,10 @@ def main() -> None:
         ],
         rows,
     )
-    print(f"\nRay start-up (ray.init of a local cluster of {args.actors} CPUs, once): {ray_start:.1f} s")
+    print(
+        f"\nRay start-up, once: ray.init of a local cluster of {args.actors} CPUs {ray_start:.1f} s, then the "
+        f"session's first (empty) dataset {first_dataset:.1f} s"
+    )
     print(f"load average at the end: {load()}")
 
 
