@@ -43,6 +43,8 @@ MAX_BENCHMARK_BATCHES = 10_000
 # of them, read whole (a larger one is tagged alone, --input FILE, which streams)
 MAX_PREDICT_FILES = 1_000_000
 MAX_PREDICT_FILE_BYTES = 1 << 30  # 1 GiB
+# ``ner_app.onnx.ray_batch``: one input file, which one Ray task reads whole (many files spread the reading)
+MAX_RAY_FILE_BYTES = 1 << 30  # 1 GiB
 
 
 class LimitError(NerAppError):

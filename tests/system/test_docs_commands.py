@@ -304,6 +304,9 @@ TESTED: dict[str, str] = {
     "python -m ner_app evaluate --model runs/tiny_es/export --gold mine_es/test.txt": (
         "tests/train/test_other_language.py::test_spanish_without_glove_with_its_own_bilm"
     ),
+    "python -m ner_app.onnx.ray_batch --model runs/tiny/onnx --output predictions --actors 2 news.txt": (
+        "tests/serve/test_ray_batch.py::test_the_documented_command"
+    ),
     **{command: f"{THIS}::test_tiny_pretraining_commands_run" for command in TINY_PRETRAIN},
     **{command: f"{THIS}::test_benchmark_smoke_command_runs[{name}]" for name, (command, _) in SMOKE.items()},
 }
