@@ -121,6 +121,11 @@ def test_ray_writes_what_predict_prints_line_for_line(
     # the ONNX tagger over each whole file in one process, as predict runs it: equal, scores and all
     alone = [*OnnxPredictor(onnx).predict_texts(text[:200]), *OnnxPredictor(onnx).predict_texts(text[200:])]
     assert [{"text": r["text"], "entities": r["entities"]} for r in rows] == alone
+    # predict --format jsonl --model ONNX_DIR on the same files: the same objects, line by line
+    assert [{"text": r["text"], "entities": r["entities"]} for r in rows] == [
+        *predicted(onnx, first),
+        *predicted(onnx, second),
+    ]
     # predict --format jsonl on the same files: the same lines, the same entities; the scores as the ONNX
     # graphs give them (onnxruntime's float32 differs from torch's in the last bits, tests/serve/test_onnx.py)
     expected = [*predicted(trained / "run/export", first), *predicted(trained / "run/export", second)]

@@ -1,0 +1,137 @@
+"""The distillation table: teacher, student and the fast tagger on gold alone, over seeds, and their speed.
+
+    python -m benchmarks.distillation --teacher data/models/conll2003_minilm --gold-runs runs/gold \
+        --student-runs runs/student --name "MiniLM, 100k tokens" --out results/distillation/NAME
+
+Reads each seed's ``metrics.json`` under ``--gold-runs`` and ``--student-runs`` (``train --seeds`` and
+``distill --seeds`` folders), scores the teacher exports with ``evaluate``'s code on the dev and test files
+(``--dev``, ``--test``; a teacher is the same on every student seed), and times words/s of the teacher and of
+one student at ``--threads`` threads, interleaved in rounds so that a busy machine slows both alike (``benchmark
+speed``'s measurement). Writes ``NAME.json`` and ``NAME.md``: mean +/- std of dev and test F1 per arm, and the
+share of the teacher's test-F1 gain over the gold-only tagger that the student keeps,
+(student - gold) / (teacher - gold), from the 3-seed means. Nothing here chooses anything on test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.common import SHARED, machine
+from ner_app.files import write_text
+from ner_app.predict.evaluate import evaluate_file
+from ner_app.predict.predictor import Predictor
+from ner_app.predict.speed import measure_speed
+
+
+def seed_scores(folder: Path) -> list[dict[str, float]]:
+    """dev and test F1 of every ``seedN/metrics.json`` under ``folder``."""
+    runs = sorted(folder.glob("seed*/metrics.json"))
+    if not runs:
+        raise SystemExit(f"{folder}: no seed*/metrics.json")
+    scores = []
+    for path in runs:
+        metrics = json.loads(path.read_text())
+        scores.append({"seed": path.parent.name, "dev": metrics["dev"]["f1"], "test": metrics["test"]["f1"]})
+    return scores
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def words_per_second(
+    exports: dict[str, Path], lines: list[str], threads: int, rounds: int
+) -> dict[str, float]:
+    """Words/s of each export, the median over ``rounds`` interleaved measurements."""
+    torch.set_num_threads(threads)
+    predictors = {name: Predictor.from_export(path) for name, path in exports.items()}
+    rates: dict[str, list[float]] = {name: [] for name in exports}
+    for _ in range(rounds):
+        for name, predictor in predictors.items():
+            rates[name].append(measure_speed(predictor.tag, lines, batches=10, warmup=2).mean)
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--teacher", action="append", required=True, help="teacher export (repeat: an ensemble)"
+    )
+    parser.add_argument("--teacher-name", default="teacher")
+    parser.add_argument("--gold-runs", type=Path, required=True, help="the fast tagger on gold alone, seed*/")
+    parser.add_argument("--student-runs", type=Path, required=True, help="the distilled students, seed*/")
+    parser.add_argument("--name", required=True, help="the table's caption")
+    parser.add_argument("--dev", type=Path, default=SHARED / "data/conll2003/valid.txt")
+    parser.add_argument("--test", type=Path, default=SHARED / "data/conll2003/test.txt")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, required=True, help="NAME: writes NAME.json and NAME.md")
+    args = parser.parse_args()
+
+    gold, student = seed_scores(args.gold_runs), seed_scores(args.student_runs)
+    teacher_scores = {}
+    for split, path in (("dev", args.dev), ("test", args.test)):
+        if len(args.teacher) == 1:
+            result, _ = evaluate_file(Predictor.from_export(args.teacher[0]), path)
+            teacher_scores[split] = result["f1"]
+        else:
+            teacher_scores[split] = None  # an ensemble has no single tagger to score: its members are listed
+    lines = [" ".join(line.split()[0] for line in block.splitlines()) for block in
+             args.dev.read_text().split("\n\n") if block.strip() and not block.startswith("-DOCSTART-")][:1000]  # fmt: skip
+    exports = {
+        args.teacher_name: Path(args.teacher[0]),
+        "student": args.student_runs / gold[0]["seed"] / "export",
+    }
+    started = time.time()
+    speed = words_per_second(exports, lines, args.threads, args.rounds)
+    record: dict[str, Any] = {
+        "name": args.name,
+        "machine": machine(),
+        "teachers": args.teacher,
+        "teacher": teacher_scores,
+        "gold": gold,
+        "student": student,
+        "words_per_s": speed,
+        "threads": args.threads,
+        "speed_seconds": round(time.time() - started, 1),
+    }
+    g, s = mean_std([x["test"] for x in gold]), mean_std([x["test"] for x in student])
+    rows = [
+        "| arm | seeds | dev F1 | test F1 | words/s |",
+        "|---|---|---:|---:|---:|",
+    ]
+    if teacher_scores["test"] is not None:
+        rows.append(f"| teacher: {args.teacher_name} | 1 | {teacher_scores['dev']:.2f} | {teacher_scores['test']:.2f} "
+                    f"| {speed[args.teacher_name]:,.0f} |")  # fmt: skip
+    for label, scores, rate in (
+        ("fast tagger, gold alone", gold, None),
+        ("student", student, speed["student"]),
+    ):
+        dev, test = mean_std([x["dev"] for x in scores]), mean_std([x["test"] for x in scores])
+        shown = f"{rate:,.0f}" if rate is not None else "(the student's shape)"
+        rows.append(f"| {label} | {len(scores)} | {dev[0]:.2f} +/- {dev[1]:.2f} | {test[0]:.2f} +/- {test[1]:.2f} "
+                    f"| {shown} |")  # fmt: skip
+    if teacher_scores["test"] is not None and teacher_scores["test"] != g[0]:
+        kept = (s[0] - g[0]) / (teacher_scores["test"] - g[0])
+        record["gain_kept"] = kept
+        rows.append("")
+        rows.append(f"The student keeps {100 * kept:.0f}% of the teacher's test-F1 gain over gold alone "
+                    f"({s[0] - g[0]:+.2f} of {teacher_scores['test'] - g[0]:+.2f}, 3-seed means).")  # fmt: skip
+    text = f"# {args.name}\n\n{machine()}, {args.threads} thread(s) for words/s.\n\n" + "\n".join(rows) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(args.out.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
+    write_text(args.out.with_suffix(".md"), text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
