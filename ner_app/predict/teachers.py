@@ -21,6 +21,9 @@ import numpy as np
 import torch
 
 from ner_app.errors import NerAppError
+from ner_app.onnx.crf import marginals as onnx_marginals
+from ner_app.onnx.predictor import OnnxPredictor
+from ner_app.predict.loading import AnyPredictor, load_predictor
 from ner_app.predict.predictor import Predictor, is_token_lines
 from ner_app.records import sha256_file
 from ner_app.tagger.version import model_version
@@ -68,11 +71,11 @@ def _pieces(tokens: list[str]) -> Iterator[list[str]]:
         yield tokens[start : start + MAX_TOKENS]
 
 
-def load_teachers(paths: Sequence[str | Path], batch_size: int, max_tokens: int | None) -> list[Predictor]:
-    """Every teacher export, which must all tag the same tags in the same scheme."""
+def load_teachers(paths: Sequence[str | Path], batch_size: int, max_tokens: int | None) -> list[AnyPredictor]:
+    """Every teacher (a torch export or an ONNX folder), which must all tag the same tags in the same scheme."""
     if not paths:
         raise NerAppError("distill needs at least one --teacher export")
-    teachers = [Predictor.from_export(p, batch_size=batch_size, max_tokens=max_tokens) for p in paths]
+    teachers = [load_predictor(p, batch_size=batch_size, max_tokens=max_tokens) for p in paths]
     first = teachers[0]
     for path, teacher in zip(paths[1:], teachers[1:], strict=True):
         if teacher.scheme != first.scheme or set(teacher.tags.itos) != set(first.tags.itos):
@@ -83,7 +86,24 @@ def load_teachers(paths: Sequence[str | Path], batch_size: int, max_tokens: int 
     return teachers
 
 
-def ensemble_marginals(teachers: Sequence[Predictor], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+def teacher_marginals(
+    teacher: AnyPredictor, sentences: Sequence[Sequence[str]]
+) -> Iterator[tuple[list[int], np.ndarray]]:
+    """(sentence indices, their tag marginals (B, T, K) float64) of every batch of the teacher's: its CRF's
+    forward-backward at its calibration temperature, in torch or, for an ONNX folder, in numpy."""
+    if isinstance(teacher, Predictor):
+        crf = teacher.tagger.crf
+        for group, emissions, mask in teacher.emission_batches(sentences):
+            with torch.inference_mode():
+                yield group, crf.marginals(emissions, mask, checked=True).double().cpu().numpy()
+        return
+    assert isinstance(teacher, OnnxPredictor)
+    start, trans, end = teacher.crf
+    for rows, scores, lengths in teacher.emission_batches(sentences):
+        yield rows, onnx_marginals(scores, lengths, start, trans, end, teacher.temperature).astype(np.float64)
+
+
+def ensemble_marginals(teachers: Sequence[AnyPredictor], sentences: Sequence[Sequence[str]]) -> np.ndarray:
     """The teachers' mean tag marginals (all tokens of ``sentences`` in order, K) float64, columns in the
     first teacher's tag order: each teacher's exact forward-backward over its own emissions."""
     order = teachers[0].tags.itos
@@ -93,10 +113,7 @@ def ensemble_marginals(teachers: Sequence[Predictor], sentences: Sequence[Sequen
     mean = np.zeros((total, len(order)), dtype=np.float64)
     for teacher in teachers:
         columns = [teacher.tags.itos.index(t) for t in order]
-        crf = teacher.tagger.crf
-        for group, emissions, mask in teacher.emission_batches(sentences):
-            with torch.inference_mode():
-                probs = crf.marginals(emissions, mask, checked=True).double().cpu().numpy()  # (B, T, K)
+        for group, probs in teacher_marginals(teacher, sentences):  # (B, T, K)
             for row, i in enumerate(group):
                 n = len(sentences[i])
                 mean[starts[i] : starts[i + 1]] += probs[row, :n][:, columns]

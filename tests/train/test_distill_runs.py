@@ -150,3 +150,15 @@ def test_soft_labels_teach_types_the_gold_data_never_shows(teacher, tmp_path, mo
     assert kd["dev"]["f1"] == 100.0 and kd["test"]["f1"] == 100.0
     # without the teacher the same gold data cannot train for this dev set at all
     assert train.main([*common, f"output_dir={tmp_path / 'gold'}"]) == 2
+
+
+def test_an_onnx_teacher_gives_the_torch_teachers_marginals(teacher, tmp_path):
+    onnx = tmp_path / "onnx"
+    assert main(["export", "--onnx", "--model", str(teacher), "--output", str(onnx)]) == 0
+    text = TINY / "train.txt"
+    label_text([teacher], text, tmp_path / "torch", chunk_sentences=2)
+    label_text([onnx], text, tmp_path / "onnx_marginals", chunk_sentences=2)
+    a, b = read_soft_labels(tmp_path / "torch"), read_soft_labels(tmp_path / "onnx_marginals")
+    assert a.sentences == b.sentences and a.tags == b.tags
+    # the same CRF on emissions that onnxruntime sums in another order: equal to float16's rounding
+    np.testing.assert_allclose(a.targets.astype(np.float32), b.targets.astype(np.float32), atol=2e-3, rtol=0)
