@@ -119,6 +119,7 @@ def test_a_rerun_skips_what_is_done_and_tags_what_is_missing(tmp_path: Path, cap
     assert files_under(out) != first and set(files_under(out)) == set(first)
 
 
+@pytest.mark.slow  # three sharded runs and one whole: 6 s
 def test_shards_add_up_to_the_whole_run(tmp_path: Path) -> None:
     texts = {f"d{i % 4}/f{i}.txt": f"Bob Jones {i} met Alice Smith in Paris.\n" for i in range(24)}
     source = folder(tmp_path / "in", texts)

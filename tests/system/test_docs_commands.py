@@ -494,6 +494,9 @@ SLOW_SMOKE = {
     "early_errors",
     "cache_speed",
     "predict_folder",
+    "embed_process",
+    "partial_annotation",
+    "memory",
 }
 
 

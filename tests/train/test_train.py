@@ -144,6 +144,7 @@ def test_bf16_mixed_on_cpu_trains_to_f1_one(tmp_path, tiny_bilm_files):
     assert "bf16-mixed" in (tmp_path / "run" / "config.yaml").read_text()
 
 
+@pytest.mark.slow  # seconds of training: the slow lane
 def test_elmo_at_output_trains_to_f1_one_from_one_cache_fill_and_exports(tmp_path, tiny_bilm_files, caplog):
     """``elmo.at_output``: the second mix reads the same cached layers (one fill; a run without it reuses
     them all), the tiny set is learnt, metrics.json labels both mixes, and the export predicts the same."""

@@ -147,6 +147,7 @@ def test_held_out_by_task_id_for_ever() -> None:
     assert set(chosen) <= {i for i in range(10_000) if held_out(i, 0.5)}  # more held out: a superset
 
 
+@pytest.mark.slow  # seconds of training: the slow lane
 def test_training_switches_and_a_restart_serves_the_new_version(
     weak_model: Path, continue_config: Path, tmp_path: Path
 ) -> None:
