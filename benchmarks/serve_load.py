@@ -207,13 +207,13 @@ def measure(name: str, model: Path, texts: list[str], args: argparse.Namespace, 
     """One model: processes per request, then rounds of (ceiling, and per client count: in process, served)."""
     import torch
 
-    from ner_app.predict.predictor import Predictor
+    from ner_app.predict.loading import load_predictor
 
     print(f"{name}: one predict process per request ...", file=sys.stderr, flush=True)
     result: dict[str, Any] = {"model": name, "path": str(model)}
     result["per_process"] = per_process(model, texts, args.threads, args.process_runs)
     torch.set_num_threads(args.threads)
-    predictor = Predictor.from_export(model)
+    predictor = load_predictor(model, threads=args.threads)  # an export or an ONNX folder (fp32, int8)
     extra = ["--max-batch-size", str(args.max_batch_size)] if args.max_batch_size else []
     proc, port = start_server(model, args.threads, tmp / "serve.log", *extra)
     try:
@@ -303,7 +303,9 @@ def main() -> None:
     add(
         "--model",
         type=Path,
-        help="the model of the shipped row (default: the shipped tagger, data/models/conll2003)",
+        action="append",
+        help="the model of the shipped row (default: the shipped tagger, data/models/conll2003); an export or an "
+        "ONNX folder; repeat it for one row each, measured in turn",
     )
     add("--clients", default="1,8,32")
     add("--seconds", type=float, default=8.0, help="seconds of each in-process and served measurement")
@@ -325,10 +327,14 @@ def main() -> None:
         for size in args.sizes.split(","):
             folder = Path(tmp) / size
             if size == "shipped":
-                model, name = args.model or SHIPPED_MODEL, "shipped tagger (no ELMo)"
-                if not model.is_dir():
-                    print(f"{model} not found: the shipped tagger is skipped", file=sys.stderr)
-                    continue
+                for model in args.model or [SHIPPED_MODEL]:
+                    if not model.is_dir():
+                        print(f"{model} not found: the shipped tagger is skipped", file=sys.stderr)
+                        continue
+                    name = "shipped tagger (no ELMo)" if model == SHIPPED_MODEL else f"{model.name} ({model})"
+                    (Path(tmp) / model.name).mkdir(exist_ok=True)
+                    results.append(measure(name, model, texts, args, Path(tmp) / model.name))
+                continue
             elif size == "shipped-bilm":
                 model, name = stand_in(size, folder), "shipped biLM (ELMo tagger)"
             else:
