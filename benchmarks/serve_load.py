@@ -292,6 +292,13 @@ def rows(result: dict[str, Any], clients: list[int]) -> list[list[object]]:
     return out
 
 
+def _plain(value: Any) -> Any:
+    """An argument as JSON holds it: paths (and lists of them) as strings."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -355,7 +362,7 @@ def main() -> None:
         lines = [f"{note}\n", "| " + " | ".join(header) + " |", "|---|---|" + "---:|" * 5]
         lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in table]
         write_text(args.out / "table.md", "\n".join(lines) + "\n")
-        options = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
+        options = {key: _plain(value) for key, value in vars(args).items()}
         write_text(
             args.out / "results.json", json.dumps({"note": note, "args": options, "results": results}) + "\n"
         )
