@@ -187,3 +187,26 @@ resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
 from ner_app.cli.commands import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+def broken_onnx(onnx_folder: Path, tmp_path: Path, damage: str) -> tuple[Path, str]:
+    """A copy of the ONNX folder damaged as ``damage`` says, and the one error line predict and evaluate give for it."""
+    folder = tmp_path / "onnx"
+    shutil.copytree(onnx_folder, folder)
+    manifest = folder / "onnx.json"
+    if damage == "missing-graph":
+        (folder / "tagger.onnx").unlink()
+        return folder, f"error: {folder / 'tagger.onnx'}: missing or changed after export (sha256 differs)"
+    if damage == "changed-manifest":  # an edited tag list: the manifest's own checksum no longer holds
+        manifest.write_text(
+            manifest.read_text(encoding="utf-8").replace('"B-PER"', '"B-PERSON"'), encoding="utf-8"
+        )
+        return folder, (
+            f"error: {manifest}: changed after export (manifest_sha256 differs: its tags, sizes or char layout "
+            "were edited); export the model again"
+        )
+    manifest.unlink()
+    return folder, (
+        f"error: {folder}: an ONNX folder without onnx.json (it holds .onnx graphs); export it again with "
+        "ner-app export --onnx"
+    )

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
 from ner_app.cli.commands import main
-from tests.helpers import TINY, one_error_line
+from tests.helpers import TINY, broken_onnx, one_error_line
 
 
 def test_predictions_never_overwrite_the_gold_file(trained: Path, tmp_path: Path, capsys) -> None:
@@ -264,32 +263,9 @@ def test_predictions_never_replace_a_file_evaluate_did_not_write(
     assert main([*command, "--predictions", str(out)]) == 0  # its own earlier output
 
 
-def _broken_onnx(onnx_folder: Path, tmp_path: Path, damage: str) -> tuple[Path, str]:
-    """A copy of the ONNX folder damaged as ``damage`` says, and the one error line evaluate gives for it."""
-    folder = tmp_path / "onnx"
-    shutil.copytree(onnx_folder, folder)
-    manifest = folder / "onnx.json"
-    if damage == "missing-graph":
-        (folder / "tagger.onnx").unlink()
-        return folder, f"error: {folder / 'tagger.onnx'}: missing or changed after export (sha256 differs)"
-    if damage == "changed-manifest":  # an edited tag list: the manifest's own checksum no longer holds
-        manifest.write_text(
-            manifest.read_text(encoding="utf-8").replace('"B-PER"', '"B-PERSON"'), encoding="utf-8"
-        )
-        return folder, (
-            f"error: {manifest}: changed after export (manifest_sha256 differs: its tags, sizes or char layout "
-            "were edited); export the model again"
-        )
-    manifest.unlink()
-    return folder, (
-        f"error: {folder}: an ONNX folder without onnx.json (it holds .onnx graphs); export it again with "
-        "ner-app export --onnx"
-    )
-
-
 @pytest.mark.parametrize("damage", ["missing-graph", "changed-manifest", "missing-manifest"])
 def test_evaluate_a_broken_onnx_folder_is_one_line(onnx_folder, tmp_path, capsys, damage) -> None:
-    folder, expected = _broken_onnx(onnx_folder, tmp_path, damage)
+    folder, expected = broken_onnx(onnx_folder, tmp_path, damage)
     out = tmp_path / "out"
     assert (
         main(

@@ -13,6 +13,7 @@ import pytest
 from ner_app.cli.commands import main
 from tests.helpers import (
     TINY,
+    broken_onnx,
     one_error_line,
     predict_bytes,
 )
@@ -338,32 +339,9 @@ def test_predict_brat_into_a_folder_keeps_corrected_and_other_files(trained, tmp
     assert ann[1].read_text() != corrected and (folder / "notes.txt").is_file()
 
 
-def _broken_onnx(onnx_folder: Path, tmp_path: Path, damage: str) -> tuple[Path, str]:
-    """A copy of the ONNX folder damaged as ``damage`` says, and the one error line predict gives for it."""
-    folder = tmp_path / "onnx"
-    shutil.copytree(onnx_folder, folder)
-    manifest = folder / "onnx.json"
-    if damage == "missing-graph":
-        (folder / "tagger.onnx").unlink()
-        return folder, f"error: {folder / 'tagger.onnx'}: missing or changed after export (sha256 differs)"
-    if damage == "changed-manifest":  # an edited tag list: the manifest's own checksum no longer holds
-        manifest.write_text(
-            manifest.read_text(encoding="utf-8").replace('"B-PER"', '"B-PERSON"'), encoding="utf-8"
-        )
-        return folder, (
-            f"error: {manifest}: changed after export (manifest_sha256 differs: its tags, sizes or char layout "
-            "were edited); export the model again"
-        )
-    manifest.unlink()
-    return folder, (
-        f"error: {folder}: an ONNX folder without onnx.json (it holds .onnx graphs); export it again with "
-        "ner-app export --onnx"
-    )
-
-
 @pytest.mark.parametrize("damage", ["missing-graph", "changed-manifest", "missing-manifest"])
 def test_predict_a_broken_onnx_folder_is_one_line(onnx_folder, tmp_path, capsys, damage) -> None:
-    folder, expected = _broken_onnx(onnx_folder, tmp_path, damage)
+    folder, expected = broken_onnx(onnx_folder, tmp_path, damage)
     out = tmp_path / "out"
     assert (
         main(["predict", "--model", str(folder), *["--input", str(TINY / "test.txt")], "--output", str(out)])
