@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the teachers' sentences per forward pass (default: predict's)",
     )
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads of the teachers")
+    parser.add_argument("--threads", type=positive_int, metavar="N", help="torch CPU threads of the teachers")
     parser.add_argument(
         "--label-only",
         action="store_true",
