@@ -3,6 +3,8 @@ grammar for pretraining runs. Fixtures live in conftest.py; no test file imports
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import io
 import json
 import os
@@ -10,6 +12,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -210,3 +213,18 @@ def broken_onnx(onnx_folder: Path, tmp_path: Path, damage: str) -> tuple[Path, s
         f"error: {folder}: an ONNX folder without onnx.json (it holds .onnx graphs); export it again with "
         "ner-app export --onnx"
     )
+
+
+def wait_until_healthy(proc: subprocess.Popen, port: int, log: Path, seconds: float) -> None:
+    """Wait until the server process ``proc`` answers ``GET /health`` with 200 on 127.0.0.1:``port``; fail the
+    test with the end of its ``log`` if it exits or is not ready within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, f"serve exited with {proc.returncode}: {log.read_text()[-2000:]}"
+        with contextlib.suppress(OSError):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        assert time.monotonic() < deadline, f"serve not ready after {seconds:g} s: {log.read_text()[-2000:]}"
+        time.sleep(0.2)

@@ -23,7 +23,7 @@ import pytest
 
 import ner_app.server
 from ner_app.cli.commands import main
-from tests.helpers import ROOT, TINY, one_error_line
+from tests.helpers import ROOT, TINY, one_error_line, wait_until_healthy
 
 pytest.importorskip("litserve", reason="serve needs LitServe (pip install -e '.[serve]')")
 
@@ -145,16 +145,7 @@ def _server(command: list[str], port: int, log: Path) -> Iterator[subprocess.Pop
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, f"serve exited with {proc.returncode}: {log.read_text()[-2000:]}"
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    break
-            assert time.monotonic() < deadline, f"serve not ready after 300 s: {log.read_text()[-2000:]}"
-            time.sleep(0.2)
+        wait_until_healthy(proc, port, log, 300)
         yield proc
     finally:
         if proc.poll() is None:
