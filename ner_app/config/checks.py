@@ -69,6 +69,8 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_number(cfg.distill.weight, "distill.weight", where, 0.0)
     if cfg.distill.max_sentences is not None:
         check_size(cfg.distill.max_sentences, "distill.max_sentences", where, high=1 << 40)
+    if cfg.distill.sentences_per_epoch is not None:
+        check_size(cfg.distill.sentences_per_epoch, "distill.sentences_per_epoch", where, high=1 << 40)
     if cfg.distill.marginals is not None:
         frozen = [name for name in names if name not in ("words", "chars")]
         if frozen:

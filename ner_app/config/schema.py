@@ -207,6 +207,9 @@ class DistillConfig:
     # over sentences)
     weight: float = 1.0
     max_sentences: int | None = None  # use only the first N sentences of the marginals folder; null: all
+    # about N of them an epoch (whole batches), a new window each epoch, every sentence once before any repeats:
+    # for text many times the gold data's size; null: every one every epoch
+    sentences_per_epoch: int | None = None
 
 
 @dataclass

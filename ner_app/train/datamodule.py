@@ -17,9 +17,14 @@ from ner_app.text.batching import check_budget
 from ner_app.text.case import CaseView, case_view
 from ner_app.text.runs import id_runs
 from ner_app.text.soft_labels import SoftLabels
-from ner_app.train.case_augment import CaseAugmentedBatches
+from ner_app.train.case_augment import CaseAugmentedBatches, EpochBatches
 from ner_app.train.corpus import SPLITS, Corpus, Split
-from ner_app.train.distillation import DistillationBatches, DistillationCollator, DistillationDataset
+from ner_app.train.distillation import (
+    DistillationBatches,
+    DistillationCollator,
+    DistillationDataset,
+    SoftEpochWindow,
+)
 from ner_app.train.layer_cache import LayerCache
 from ner_app.train.sampler import LengthBucketSampler
 
@@ -106,6 +111,7 @@ class ConllDataModule(pl.LightningDataModule):
         eval_max_tokens: int | None = EVAL_MAX_TOKENS,
         case_augment: float = 0.0,
         soft: SoftLabels | None = None,
+        soft_per_epoch: int | None = None,
     ) -> None:
         super().__init__()
         self.corpus, self.spec = corpus, spec
@@ -118,6 +124,7 @@ class ConllDataModule(pl.LightningDataModule):
             raise ValueError(f"case_augment must be in [0, 1], got {case_augment}")
         self.case_augment = case_augment
         self.soft = soft  # distillation: teachers' marginals on unlabelled sentences, trained beside train
+        self.soft_per_epoch = soft_per_epoch  # about this many of them an epoch (SoftEpochWindow); None: all
         self.layer_caches: dict[str, LayerCache] = {}
 
     @property
@@ -184,15 +191,19 @@ class ConllDataModule(pl.LightningDataModule):
         """Training batches of gold and soft-labelled sentences (a student's features read no documents)."""
         assert self.soft is not None
         replicas, rank = self._replicas()
-        soft = LengthBucketSampler(
+        windowed = self.soft_per_epoch is not None
+        pool = LengthBucketSampler(
             [len(t) for t in self.soft.sentences],
             size,
             shuffle=True,
             seed=self.seed,
-            num_replicas=replicas,
-            rank=rank,
+            num_replicas=1 if windowed else replicas,
+            rank=0 if windowed else rank,
             max_tokens=self.max_tokens,
         )
+        soft: EpochBatches = pool
+        if self.soft_per_epoch is not None:  # a window of the labelled sentences an epoch
+            soft = SoftEpochWindow(pool, self.soft_per_epoch, replicas, rank)
         cased = CaseAugmentedBatches(gold, len(data), self.case_augment, self.seed)
         return DataLoader(
             DistillationDataset(data, self.soft),

@@ -238,6 +238,8 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
             raise ConfigError(f"{where}: marginals of scheme {soft.scheme}, but data.scheme is {spec.scheme}")
         soft = soft.in_order(spec.tag_vocab.itos, where)
         log.info("distillation: %d soft-labelled sentences beside the gold ones", len(soft.sentences))
+        if cfg.distill.sentences_per_epoch is not None:
+            log.info("distillation: about %d of them an epoch", cfg.distill.sentences_per_epoch)
     dm = ConllDataModule(
         corpus,
         spec,
@@ -249,6 +251,7 @@ def _run_training(cfg: TrainConfig, run_dir: Path, last: Path, resume: bool) -> 
         eval_max_tokens=d.eval_max_tokens_per_batch,
         case_augment=d.case_augment,
         soft=soft,
+        soft_per_epoch=cfg.distill.sentences_per_epoch,
     )
     if tagger is None:
         tagger = build_tagger(cfg, spec, resources, corpus, glove)

@@ -3,6 +3,7 @@ labelling equal to one run, and a student that is an ordinary export."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -133,8 +134,11 @@ def test_distill_trains_an_ordinary_calibrated_student(teacher, tmp_path, capsys
     assert f"teachers' marginals: 5 sentences, {tokens} tokens" in capsys.readouterr().out
 
 
-def test_soft_labels_teach_types_the_gold_data_never_shows(teacher, tmp_path, monkeypatch):
-    # one gold sentence (PER, LOC): ORG and MISC come from the teacher's marginals alone
+@pytest.mark.parametrize("per_epoch", [None, 3])
+def test_soft_labels_teach_types_the_gold_data_never_shows(teacher, tmp_path, monkeypatch, per_epoch):
+    # one gold sentence (PER, LOC): ORG and MISC come from the teacher's marginals alone; with
+    # distill.sentences_per_epoch=3 each epoch reads 2 of the 3 batches of the 5 labelled sentences, for 60
+    # epochs instead of 40: the same soft batches in all
     monkeypatch.chdir(ROOT)
     data = tmp_path / "data"
     data.mkdir()
@@ -144,10 +148,26 @@ def test_soft_labels_teach_types_the_gold_data_never_shows(teacher, tmp_path, mo
     (data / "train.txt").write_text("\n\n".join(first) + "\n")
     label_text([teacher], TINY / "train.txt", tmp_path / "m", chunk_sentences=4)
     common = ["--config", str(ROOT / "configs/tiny.yaml"), *STUDENT, f"data.dir={data}"]
-    assert train.main([*common, f"output_dir={tmp_path / 'kd'}", f"distill.marginals={tmp_path / 'm'}"]) == 0
+    kd_args = [f"output_dir={tmp_path / 'kd'}", f"distill.marginals={tmp_path / 'm'}"]
+    if per_epoch is not None:
+        kd_args += [
+            f"distill.sentences_per_epoch={per_epoch}",
+            "trainer.max_epochs=60",
+            "trainer.patience=60",
+        ]
+    assert train.main([*common, *kd_args]) == 0
     kd = json.loads((tmp_path / "kd" / "metrics.json").read_text())
     assert set(kd["dev"]["per_type"]) == {"PER", "LOC", "ORG", "MISC"}
     assert kd["dev"]["f1"] == 100.0 and kd["test"]["f1"] == 100.0
+    with open(tmp_path / "kd" / "logs" / "metrics.csv") as log:
+        first_steps = sorted(
+            {int(row["epoch"]): int(row["step"]) for row in reversed(list(csv.DictReader(log)))}.items()
+        )
+    assert first_steps[2][1] - first_steps[1][1] == 1 + (
+        2 if per_epoch else 3
+    )  # an epoch's gold and soft batches
+    if per_epoch is not None:
+        return
     # without the teacher the same gold data cannot train for this dev set at all
     assert train.main([*common, f"output_dir={tmp_path / 'gold'}"]) == 2
 

@@ -26,7 +26,7 @@ from ner_app.text.soft_labels import (
     write_chunk,
     write_manifest,
 )
-from ner_app.train.distillation import DistillationBatches
+from ner_app.train.distillation import DistillationBatches, SoftEpochWindow
 from ner_app.train.sampler import LengthBucketSampler
 
 TAGS = ["O", "B-PER", "E-PER", "I-PER", "S-PER"]
@@ -226,3 +226,63 @@ def test_an_unfinished_folder_serves_the_prefix_its_written_chunks_hold(tmp_path
     assert read_soft_labels(root, max_sentences=2).sentences == CHUNKS[0]
     with pytest.raises(SoftLabelError, match=r"incomplete \(1 chunks written\)"):
         read_soft_labels(root, max_sentences=3)
+
+
+@pytest.mark.parametrize("sentences", [1, 4, 7, 11, 40])
+def test_epoch_windows_read_every_soft_sentence_once_a_pass_and_the_same_on_a_resume(sentences):
+    lengths = [(i * 7) % 13 + 1 for i in range(23)]
+    pool = LengthBucketSampler(
+        lengths, 3, shuffle=True, seed=5, max_tokens=24
+    )  # the budget makes short batches
+    window = SoftEpochWindow(pool, sentences)
+    per_pass = len(pool)
+    assert len(window) == max(1, round(per_pass * min(sentences, 23) / 23))
+    stream = []
+    for epoch in range(3 * per_pass):  # the epochs' windows, end to end, are the passes, end to end
+        window.set_epoch(epoch)
+        drawn = list(window)
+        assert len(drawn) == len(window)
+        stream.extend(drawn)
+    for p in range(3):
+        pass_batches = stream[p * per_pass : (p + 1) * per_pass]
+        assert sorted(i for b in pass_batches for i in b) == list(range(23))  # every sentence once a pass
+    resumed = SoftEpochWindow(LengthBucketSampler(lengths, 3, shuffle=True, seed=5, max_tokens=24), sentences)
+    resumed.set_epoch(4)
+    window.set_epoch(4)
+    assert list(resumed) == list(window)
+
+
+def test_epoch_windows_give_every_rank_a_disjoint_share_of_the_same_count():
+    lengths = [i % 9 + 1 for i in range(40)]
+    shares = []
+    for rank in (0, 1):
+        window = SoftEpochWindow(
+            LengthBucketSampler(lengths, 4, shuffle=True, seed=2), 15, world=2, rank=rank
+        )
+        window.set_epoch(3)
+        shares.append(list(window))
+        assert (
+            len(shares[-1]) == len(window) == 2
+        )  # 4 whole batches (15 of 40 sentences, 10 batches), 2 a rank
+    ids = [i for share in shares for b in share for i in b]
+    assert len(ids) == len(set(ids)) == 16
+    with pytest.raises(ValueError, match="one replica"):
+        SoftEpochWindow(LengthBucketSampler(lengths, 4, shuffle=True, num_replicas=2), 15)
+
+
+def test_a_windowed_epoch_holds_every_gold_batch_and_the_window():
+    from ner_app.train.case_augment import CaseAugmentedBatches
+
+    gold = LengthBucketSampler([3, 5, 2, 7, 4, 4], 2, shuffle=True, seed=3)
+    window = SoftEpochWindow(LengthBucketSampler([2] * 20, 2, shuffle=True, seed=3), 6)
+    batches = DistillationBatches(CaseAugmentedBatches(gold, 6, 0.0, 3), window, 6, seed=3)
+    seen: set[int] = set()
+    for epoch in range(4):
+        batches.set_epoch(epoch)
+        drawn = list(batches)
+        assert len(drawn) == len(batches) == 3 + 3
+        assert sorted(i for b in drawn for i, _ in b if i < 6) == list(range(6))
+        soft = {i for b in drawn for i, _ in b if i >= 6}
+        assert len(soft) == 6 and not soft & seen or epoch == 3  # 10 batches a pass: epoch 3 starts pass 2
+        seen |= soft
+    assert seen == set(range(6, 26))

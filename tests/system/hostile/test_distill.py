@@ -94,6 +94,10 @@ def test_teachers_of_other_tags_make_no_ensemble(trained, tmp_path, capsys):
         (["elmo.enabled=true"], "config key 'distill.marginals': a student reads words and chars only"),
         (["distill.weight=-1"], "'distill.weight' must be a finite number in [0.0, inf), found -1.0"),
         (["--parallel", "2"], "--parallel N goes with --seeds"),
+        (
+            ["distill.sentences_per_epoch=0"],
+            "'distill.sentences_per_epoch' is 0, expected an integer in [1, ",
+        ),
     ],
 )
 def test_a_student_that_cannot_be_distilled_is_refused_before_the_teachers_run(
