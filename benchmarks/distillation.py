@@ -30,9 +30,11 @@ from ner_app.predict.predictor import Predictor
 from ner_app.predict.speed import measure_speed
 
 
-def seed_scores(folder: Path) -> list[dict[str, float]]:
-    """dev and test F1 of every ``seedN/metrics.json`` under ``folder``."""
+def seed_scores(folder: Path, seeds: list[str] | None = None) -> list[dict[str, float]]:
+    """dev and test F1 of every ``seedN/metrics.json`` under ``folder`` (only ``seeds``' folders, if given)."""
     runs = sorted(folder.glob("seed*/metrics.json"))
+    if seeds is not None:
+        runs = [path for path in runs if path.parent.name in seeds]
     if not runs:
         raise SystemExit(f"{folder}: no seed*/metrics.json")
     scores = []
@@ -74,10 +76,14 @@ def main() -> None:
     parser.add_argument("--test", type=Path, default=SHARED / "data/conll2003/test.txt")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--seeds", help="comma-separated seed folders every arm keeps (seed1,seed2,seed3); default: all"
+    )
     parser.add_argument("--out", type=Path, required=True, help="NAME: writes NAME.json and NAME.md")
     args = parser.parse_args()
 
-    gold, student = seed_scores(args.gold_runs), seed_scores(args.student_runs)
+    seeds = args.seeds.split(",") if args.seeds else None
+    gold, student = seed_scores(args.gold_runs, seeds), seed_scores(args.student_runs, seeds)
     teacher_scores = {}
     for split, path in (("dev", args.dev), ("test", args.test)):
         if len(args.teacher) == 1:
@@ -89,7 +95,7 @@ def main() -> None:
              args.dev.read_text().split("\n\n") if block.strip() and not block.startswith("-DOCSTART-")][:1000]  # fmt: skip
     exports = {
         args.teacher_name: Path(args.teacher[0]),
-        "student": args.student_runs / gold[0]["seed"] / "export",
+        "student": args.student_runs / student[0]["seed"] / "export",
     }
     started = time.time()
     speed = words_per_second(exports, lines, args.threads, args.rounds)
