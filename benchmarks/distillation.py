@@ -15,6 +15,7 @@ share of the teacher's test-F1 gain over the gold-only tagger that the student k
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import time
@@ -40,8 +41,28 @@ def seed_scores(folder: Path, seeds: list[str] | None = None) -> list[dict[str, 
     scores = []
     for path in runs:
         metrics = json.loads(path.read_text())
-        scores.append({"seed": path.parent.name, "dev": metrics["dev"]["f1"], "test": metrics["test"]["f1"]})
+        score = {"seed": path.parent.name, "dev": metrics["dev"]["f1"], "test": metrics["test"]["f1"]}
+        scores.append(score | epochs_of(path.parent))
     return scores
+
+
+def epochs_of(run: Path) -> dict[str, int]:
+    """The epochs a run validated and its best one (1-based), from its metrics log (a run folder's
+    ``logs/metrics.csv``, or a record's ``metrics.csv``); nothing when it has none."""
+    for log in (run / "logs" / "metrics.csv", run / "metrics.csv"):
+        if log.is_file():
+            with log.open(newline="") as rows:
+                val = [
+                    (int(r["epoch"]), int(r["step"]), float(r["val_f1"]))
+                    for r in csv.DictReader(rows)
+                    if r.get("val_f1")
+                ]
+            if len(val) > 1 and val[-1][1] == val[-2][1] + 1:
+                val = val[:-1]  # the best checkpoint validated again after training, one step on
+            if val:
+                best = max(val, key=lambda row: row[2])  # the first epoch of the highest dev F1
+                return {"epochs": val[-1][0] + 1, "best_epoch": best[0] + 1}
+    return {}
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -132,6 +153,10 @@ def main() -> None:
         rows.append("")
         rows.append(f"The student keeps {100 * kept:.0f}% of the teacher's test-F1 gain over gold alone "
                     f"({s[0] - g[0]:+.2f} of {teacher_scores['test'] - g[0]:+.2f}, 3-seed means).")  # fmt: skip
+    for label, scores in (("gold alone", gold), ("student", student)):
+        runs = [f"{x['seed']} {x['epochs']} ({x['best_epoch']})" for x in scores if "epochs" in x]
+        if runs:
+            rows.append(f"\nEpochs validated (best epoch), {label}: {', '.join(runs)}.")
     text = f"# {args.name}\n\n{machine()}, {args.threads} thread(s) for words/s.\n\n" + "\n".join(rows) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text(args.out.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
