@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -182,3 +184,29 @@ def test_an_onnx_teacher_gives_the_torch_teachers_marginals(teacher, tmp_path):
     assert a.sentences == b.sentences and a.tags == b.tags
     # the same CRF on emissions that onnxruntime sums in another order: equal to float16's rounding
     np.testing.assert_allclose(a.targets.astype(np.float32), b.targets.astype(np.float32), atol=2e-3, rtol=0)
+
+
+def test_the_distillation_table_reads_seed_folders_and_times_teacher_and_student(teacher, tmp_path):
+    run = teacher.parent  # a tiny run: metrics.json, logs/metrics.csv, export/
+    for arm in ("gold", "student"):
+        for seed in ("seed1", "seed2"):
+            shutil.copytree(run, tmp_path / arm / seed, ignore=shutil.ignore_patterns("checkpoints"))
+    out = tmp_path / "table" / "tiny"
+    command = [
+        sys.executable, "-m", "benchmarks.distillation", "--teacher", str(teacher), "--gold-runs",
+        str(tmp_path / "gold"), "--student-runs", str(tmp_path / "student"), "--name", "tiny", "--dev",
+        str(TINY / "valid.txt"), "--test", str(TINY / "test.txt"), "--rounds", "1", "--seeds", "seed2",
+        "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert [x["seed"] for x in record["gold"]] == [x["seed"] for x in record["student"]] == ["seed2"]
+    with open(run / "logs" / "metrics.csv") as log:
+        validated = sorted({int(r["epoch"]) for r in csv.DictReader(log) if r.get("val_f1")})
+    assert (
+        record["student"][0]["epochs"] == len(validated) - 1
+    )  # the best one validated again is not an epoch
+    assert record["teacher"]["test"] == record["student"][0]["test"] == 100.0
+    assert set(record["words_per_s"]) == {"teacher", "student"} and min(record["words_per_s"].values()) > 0
+    assert "| student | 1 | 100.00 +/- 0.00 | 100.00 +/- 0.00 |" in out.with_suffix(".md").read_text()
