@@ -162,7 +162,7 @@ def label_text(
     sentences_done, tokens_done = 0, 0
     for sentence in islice(sentences_iter, skip):  # the written chunks: counted, not tagged again
         sentences_done, tokens_done = sentences_done + 1, tokens_done + len(sentence)
-    start, seconds = time.perf_counter(), manifest.seconds
+    start, seconds, tokens_before = time.perf_counter(), manifest.seconds, tokens_done
     if index:
         log.info(f"{root}: resuming at chunk {index} ({sentences_done:,} sentences written)")
     while chunk := list(islice(sentences_iter, chunk_sentences)):
@@ -170,10 +170,12 @@ def label_text(
         index += 1
         sentences_done += len(chunk)
         tokens_done += sum(map(len, chunk))
-        elapsed = seconds + time.perf_counter() - start
+        now = time.perf_counter() - start
+        # the teachers' time so far, kept in the manifest so that a resumed run adds to it
+        write_manifest(root, dataclasses.replace(manifest, seconds=round(seconds + now, 3)))
         log.info(
             f"teachers: {sentences_done:,} sentences, {tokens_done:,} tokens labelled "
-            f"({tokens_done / max(elapsed, 1e-9):,.0f} tokens/s over the run)"
+            f"({(tokens_done - tokens_before) / max(now, 1e-9):,.0f} tokens/s in this run)"
         )
     done = dataclasses.replace(
         manifest,

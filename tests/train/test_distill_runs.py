@@ -62,9 +62,15 @@ def test_a_stopped_labelling_resumes_to_the_same_files(teacher, tmp_path):
     for name in chunk_names(2):  # a run stopped after its second chunk: the third never written
         (stopped / name).unlink()
     manifest = json.loads((stopped / "teachers.json").read_text())
-    (stopped / "teachers.json").write_text(json.dumps({**manifest, "complete": False, "chunks": 0}))
+    earlier = 1000.0  # the stopped run's teachers' time, as its manifest keeps it after every chunk
+    (stopped / "teachers.json").write_text(
+        json.dumps(
+            {**manifest, "complete": False, "chunks": 0, "sentences": 0, "tokens": 0, "seconds": earlier}
+        )
+    )
     resumed = label_text([teacher], text, stopped, chunk_sentences=2)
     assert resumed.complete and resumed.sentences == 5 and resumed.chunks == 3
+    assert earlier < resumed.seconds < earlier + 60  # the resumed run's time added to the stopped one's
     for index in range(3):
         for name in chunk_names(index):
             assert (stopped / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
