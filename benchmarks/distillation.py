@@ -5,9 +5,10 @@
 
 Reads each seed's ``metrics.json`` under ``--gold-runs`` and ``--student-runs`` (``train --seeds`` and
 ``distill --seeds`` folders), scores the teacher exports with ``evaluate``'s code on the dev and test files
-(``--dev``, ``--test``; a teacher is the same on every student seed), and times words/s of the teacher and of
-one student at ``--threads`` threads, interleaved in rounds so that a busy machine slows both alike (``benchmark
-speed``'s measurement). Writes ``NAME.json`` and ``NAME.md``: mean +/- std of dev and test F1 per arm, and the
+(``--dev``, ``--test``; a teacher is the same on every student seed), and times words/s of the teacher, of
+one student and of one gold-only export of the student's recipe (``--fast-export``, or the first gold run's
+export) at ``--threads`` threads, interleaved in rounds so that a busy machine slows all alike (``benchmark
+speed``'s measurement). ``--seeds`` keeps the same seed folders in every arm. Writes ``NAME.json`` and ``NAME.md``: mean +/- std of dev and test F1 per arm, and the
 share of the teacher's test-F1 gain over the gold-only tagger that the student keeps,
 (student - gold) / (teacher - gold), from the 3-seed means. Nothing here chooses anything on test.
 """
@@ -98,6 +99,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--fast-export",
+        type=Path,
+        help="a gold-only export of the student's recipe to time (default: the first gold run's, if it has one)",
+    )
+    parser.add_argument(
         "--seeds", help="comma-separated seed folders every arm keeps (seed1,seed2,seed3); default: all"
     )
     parser.add_argument("--out", type=Path, required=True, help="NAME: writes NAME.json and NAME.md")
@@ -118,6 +124,9 @@ def main() -> None:
         args.teacher_name: Path(args.teacher[0]),
         "student": args.student_runs / student[0]["seed"] / "export",
     }
+    fast = args.fast_export or args.gold_runs / gold[0]["seed"] / "export"
+    if (fast / "tagger.json").is_file():  # a gold-only export of the student's recipe, timed beside it
+        exports["fast tagger, gold alone"] = fast
     started = time.time()
     speed = words_per_second(exports, lines, args.threads, args.rounds)
     record: dict[str, Any] = {
@@ -140,13 +149,18 @@ def main() -> None:
         rows.append(f"| teacher: {args.teacher_name} | 1 | {teacher_scores['dev']:.2f} | {teacher_scores['test']:.2f} "
                     f"| {speed[args.teacher_name]:,.0f} |")  # fmt: skip
     for label, scores, rate in (
-        ("fast tagger, gold alone", gold, None),
+        ("fast tagger, gold alone", gold, speed.get("fast tagger, gold alone")),
         ("student", student, speed["student"]),
     ):
         dev, test = mean_std([x["dev"] for x in scores]), mean_std([x["test"] for x in scores])
         shown = f"{rate:,.0f}" if rate is not None else "(the student's shape)"
         rows.append(f"| {label} | {len(scores)} | {dev[0]:.2f} +/- {dev[1]:.2f} | {test[0]:.2f} +/- {test[1]:.2f} "
                     f"| {shown} |")  # fmt: skip
+    if "fast tagger, gold alone" in speed:
+        ratio = speed["student"] / speed["fast tagger, gold alone"]
+        record["student_speed_ratio"] = ratio
+        rows.append(f"\nThe student predicts at {ratio:.2f}x the gold-only tagger's words/s "
+                    f"({exports['fast tagger, gold alone']}).")  # fmt: skip
     if teacher_scores["test"] is not None and teacher_scores["test"] != g[0]:
         kept = (s[0] - g[0]) / (teacher_scores["test"] - g[0])
         record["gain_kept"] = kept
