@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ner_app.cli.commands import main
+from ner_app.files import STALE_AFTER_S
 from ner_app.jobs.folder_outputs import MANIFEST
 from tests.helpers import ROOT
 
@@ -183,6 +184,10 @@ def test_a_run_killed_midway_resumes_to_what_one_clean_run_writes(tmp_path: Path
     process.wait()
     written = len(list(out.rglob("*.jsonl")))
     assert 20 <= written < 200, written  # killed in the middle
+    # A temporary file the kill left (when it landed inside a write) is swept once its writer has been gone
+    # STALE_AFTER_S (a live writer keeps its file fresh): age any such file past that, as a later resume finds it
+    for left in out.rglob(".*.tmp"):
+        os.utime(left, (time.time() - STALE_AFTER_S - 1,) * 2)
     resumed = subprocess.run([*command, "--output", str(out)], env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{written} already done" in resumed.stderr
@@ -190,4 +195,4 @@ def test_a_run_killed_midway_resumes_to_what_one_clean_run_writes(tmp_path: Path
     assert clean.returncode == 0
     assert files_under(out) == files_under(tmp_path / "clean")
     assert len(files_under(out)) == 200
-    assert not [p for p in out.rglob(".*.tmp")]  # a temporary file the kill left is swept or never renamed
+    assert not [p for p in out.rglob(".*.tmp")]  # swept, never renamed into an output
