@@ -2,8 +2,9 @@
 docs/distillation.md): the gold training sentences and the teachers' soft-labelled ones, in batches of one kind.
 
 An epoch is every gold batch (case-augmented as usual) and every soft batch (or, with ``SoftEpochWindow``, a
-window of them), shuffled together with the seed and the epoch, so a resumed run and every DDP rank draw the same. A gold batch carries tags (the CRF likelihood), a
-soft one ``soft`` (B, T, K) (the cross-entropy of the teachers' marginals, ``BiLstmCrfTagger.distillation_loss``).
+window of them), shuffled together with the seed and the epoch, so a resumed run and every DDP rank draw the
+same. A gold batch carries tags (the CRF likelihood), a soft one ``soft`` (B, T, K) (the cross-entropy of the
+teachers' marginals, ``BiLstmCrfTagger.distillation_loss``).
 Items are ``(index, view)``: indices below the gold count are gold sentences, the rest soft ones.
 """
 
