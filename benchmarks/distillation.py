@@ -8,9 +8,10 @@ Reads each seed's ``metrics.json`` under ``--gold-runs`` and ``--student-runs`` 
 (``--dev``, ``--test``; a teacher is the same on every student seed), and times words/s of the teacher, of
 one student and of one gold-only export of the student's recipe (``--fast-export``, or the first gold run's
 export) at ``--threads`` threads, interleaved in rounds so that a busy machine slows all alike (``benchmark
-speed``'s measurement). ``--seeds`` keeps the same seed folders in every arm. Writes ``NAME.json`` and ``NAME.md``: mean +/- std of dev and test F1 per arm, and the
-share of the teacher's test-F1 gain over the gold-only tagger that the student keeps,
-(student - gold) / (teacher - gold), from the 3-seed means. Nothing here chooses anything on test.
+speed``'s measurement). ``--seeds`` keeps the same seed folders in every arm. Writes ``NAME.json`` and
+``NAME.md``: mean +/- std of dev and test F1 per arm, each seed's epochs, the student's words/s over the
+gold-only tagger's, and the share of the teacher's test-F1 gain over the gold-only tagger that the student
+keeps, (student - gold) / (teacher - gold), from the seed means. Nothing here chooses anything on test.
 """
 
 from __future__ import annotations
